@@ -1,0 +1,115 @@
+//! The seam between the protocol and the agent: [`WireAgent`], which the core implements, and
+//! [`ClientHandle`], through which the core talks back to the client.
+//!
+//! The server owns the turn state (is a `prompt` or `replay` running?) and answers the -32000 state
+//! errors itself, so an agent never sees a second concurrent prompt, and never a `steer` or `cancel`
+//! without a running turn.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::error_code::RpcError;
+use crate::jsonrpc;
+use crate::message::{Event, Request, UserInput};
+use crate::params::{
+    InitializeParams, InitializeResult, PromptResult, ReplayResult, SetPlanModeResult, SteerResult,
+};
+use crate::server::pending::{DuplicateId, PendingAnswer, PendingRequests, RequestScope};
+
+/// What the agent must do for each method. Each call runs in its own task; `prompt` and `replay` are
+/// never called while another `prompt` or `replay` runs.
+#[async_trait]
+pub trait WireAgent: Send + Sync + 'static {
+    /// `initialize`: register external tools and hook subscriptions, report what the server offers.
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult, RpcError>;
+    /// `prompt`: run one turn; `cancel` fires when the client sends `cancel` or goes away.
+    async fn prompt(&self, input: UserInput, cancel: CancellationToken) -> Result<PromptResult, RpcError>;
+    /// `steer`: queue input for the running turn (only called while a turn runs).
+    async fn steer(&self, input: UserInput) -> Result<SteerResult, RpcError>;
+    /// `set_plan_mode`: allowed at any time.
+    async fn set_plan_mode(&self, enabled: bool) -> Result<SetPlanModeResult, RpcError>;
+    /// `replay`: re-send the recorded session through the client handle.
+    async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError>;
+    /// The connection is closing: flush and release what the agent holds. Called once, after the
+    /// running turn (if any) was cancelled.
+    async fn shutdown(&self);
+}
+
+/// The connection went away; nothing more can be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the wire connection is closed")]
+pub struct ConnectionClosed;
+
+/// Why a request could not be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendRequestError {
+    /// See [`ConnectionClosed`].
+    #[error(transparent)]
+    Closed(#[from] ConnectionClosed),
+    /// Another request with the same id is still pending.
+    #[error(transparent)]
+    Duplicate(#[from] DuplicateId),
+}
+
+/// A cheap, clonable handle for sending events and requests to the client.
+#[derive(Debug, Clone)]
+pub struct ClientHandle {
+    out: mpsc::Sender<String>,
+    pending: Arc<PendingRequests>,
+}
+
+impl ClientHandle {
+    pub(crate) fn new(out: mpsc::Sender<String>, pending: Arc<PendingRequests>) -> Self {
+        Self { out, pending }
+    }
+
+    /// Streams one event (`method: "event"`). Waits only when the client is slow to read (bounded queue).
+    pub async fn send_event(&self, event: &Event) -> Result<(), ConnectionClosed> {
+        let line = jsonrpc::notification_line("event", event).map_err(|e| {
+            tracing::error!(error = %e, "event failed to serialize");
+            ConnectionClosed
+        })?;
+        self.send_line(line).await
+    }
+
+    /// Sends a request whose answer is awaited through the returned [`PendingAnswer`]. The id is the
+    /// payload's own id, as in the reference.
+    pub async fn send_request(
+        &self,
+        request: &Request,
+        scope: RequestScope,
+    ) -> Result<PendingAnswer, SendRequestError> {
+        let waiter = self.pending.register(request.id(), scope)?;
+        let line = jsonrpc::request_line("request", request.id(), request).map_err(|e| {
+            tracing::error!(error = %e, "request failed to serialize");
+            ConnectionClosed
+        })?;
+        self.send_line(line).await?;
+        Ok(waiter)
+    }
+
+    /// Sends a recorded request during `replay`: not registered, so the client's answer is ignored.
+    pub async fn replay_request(&self, request: &Request) -> Result<(), ConnectionClosed> {
+        let line = jsonrpc::request_line("request", request.id(), request).map_err(|_| ConnectionClosed)?;
+        self.send_line(line).await
+    }
+
+    /// Sends a pre-serialized JSON-RPC line (used by replay's fast path and by the server itself).
+    pub async fn send_line(&self, line: String) -> Result<(), ConnectionClosed> {
+        self.out.send(line).await.map_err(|_| ConnectionClosed)
+    }
+
+    /// Completes a pending request from inside the server, as if the client had answered (used when
+    /// `approve_for_session` releases other requests for the same action).
+    pub fn resolve_pending(&self, id: &str, answer: crate::server::pending::Answer) -> bool {
+        self.pending.resolve(id, answer)
+    }
+
+    /// Has the connection gone away?
+    pub fn is_closed(&self) -> bool {
+        self.out.is_closed()
+    }
+}

@@ -1,0 +1,36 @@
+//! The Kimi Wire protocol 1.10: message types, the JSON-RPC envelope, line framing and the stdio server.
+//!
+//! Wire is JSON-RPC 2.0 with one object per line over stdin/stdout. The client calls six methods
+//! (`initialize`, `prompt`, `steer`, `replay`, `cancel`, `set_plan_mode`); the server streams `event`
+//! notifications and sends `request`s (approval, external tool call, question, hook) whose answers it awaits
+//! while the `prompt` that caused them is still open.
+//!
+//! Layout:
+//! - [`message`]: every event, request, content part and display block, with the reference's exact JSON.
+//! - [`params`]: params and results of the six methods.
+//! - [`jsonrpc`]: classifying inbound lines and building outbound ones; [`error_code`]: codes and messages.
+//! - [`framing`]: the capped line reader.
+//! - [`server`]: the dispatcher, the single stdout writer and the [`server::pending`] request registry.
+//! - [`WireAgent`]: the trait the agent core implements; [`ClientHandle`]: how it talks back.
+//! - [`schema`]: JSON Schema and TypeScript export of the types.
+//!
+//! One rule holds everywhere: only the writer task touches stdout. This crate knows nothing of models or
+//! tools; it drives the agent through [`WireAgent`].
+
+mod agent;
+pub mod error_code;
+pub mod framing;
+pub mod jsonrpc;
+pub mod message;
+pub mod methods;
+pub mod params;
+pub mod schema;
+pub mod server;
+
+pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
+pub use error_code::RpcError;
+pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
+pub use server::{Server, ServerConfig};
+
+/// The protocol version this server speaks.
+pub const PROTOCOL_VERSION: &str = "1.10";

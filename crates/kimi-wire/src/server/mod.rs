@@ -1,0 +1,327 @@
+//! The stdio server: reads capped lines, classifies them, dispatches each request to its own task, routes
+//! client answers to their askers, and owns the turn state.
+//!
+//! Shutdown reads top to bottom in [`Server::run`]: input ends (EOF, a read error, stdout gone or the
+//! caller's shutdown signal) → every pending request is abandoned → the running turn is cancelled → the
+//! agent is told to shut down → in-flight handlers get a grace period → the writer drains what is queued
+//! and stops.
+
+pub mod pending;
+pub mod writer;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{ClientHandle, WireAgent};
+use crate::error_code::RpcError;
+use crate::framing::{DEFAULT_MAX_LINE_BYTES, Inbound, LineReader};
+use crate::jsonrpc::{self, ClientOutcome, Incoming};
+use crate::methods;
+use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
+use pending::{Abandoned, Answer, PendingRequests, RequestScope};
+
+/// How long in-flight handlers may take to wind down after the connection closes.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Lines longer than this are skipped and answered with -32700.
+    pub max_line_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}
+
+/// A server not yet running. Create it first so the agent can be built with its [`ClientHandle`].
+#[derive(Debug)]
+pub struct Server {
+    config: ServerConfig,
+    client: ClientHandle,
+    pending: Arc<PendingRequests>,
+    rx: mpsc::Receiver<String>,
+}
+
+/// Whether a `prompt` or `replay` is running, and how to cancel it. The reference calls this "streaming".
+#[derive(Default)]
+struct TurnSlot(Mutex<Option<CancellationToken>>);
+
+impl TurnSlot {
+    /// Claims the slot; `None` when something already runs.
+    fn begin(&self) -> Option<CancellationToken> {
+        let mut slot = self.lock();
+        if slot.is_some() {
+            return None;
+        }
+        let token = CancellationToken::new();
+        *slot = Some(token.clone());
+        Some(token)
+    }
+
+    fn end(&self) {
+        self.lock().take();
+    }
+
+    fn current(&self) -> Option<CancellationToken> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Server {
+    /// A server and the handle the agent uses to reach the client.
+    pub fn new(config: ServerConfig) -> (Self, ClientHandle) {
+        let (tx, rx) = mpsc::channel(writer::OUTBOX_CAPACITY);
+        let pending = Arc::new(PendingRequests::default());
+        let client = ClientHandle::new(tx, Arc::clone(&pending));
+        (
+            Self {
+                config,
+                client: client.clone(),
+                pending,
+                rx,
+            },
+            client,
+        )
+    }
+
+    /// Serves until the input ends or `shutdown` completes. Returns when everything queued is written.
+    pub async fn run<R, W, A, S>(self, input: R, output: W, agent: Arc<A>, shutdown: S)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+        A: WireAgent,
+        S: Future<Output = ()>,
+    {
+        let Server {
+            config,
+            client,
+            pending,
+            rx,
+        } = self;
+        let closing = CancellationToken::new();
+        let lost = CancellationToken::new();
+        let writer = tokio::spawn(writer::run(rx, output, closing.clone(), lost.clone()));
+
+        let mut dispatcher = Dispatcher {
+            client,
+            pending: Arc::clone(&pending),
+            agent: Arc::clone(&agent),
+            turn: Arc::new(TurnSlot::default()),
+            tasks: JoinSet::new(),
+        };
+        let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, input), config.max_line_bytes);
+        tokio::pin!(shutdown);
+        loop {
+            let inbound = tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                () = lost.cancelled() => break,
+                inbound = reader.next() => inbound,
+            };
+            match inbound {
+                Ok(Inbound::Eof) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "stdin read failed; closing");
+                    break;
+                }
+                Ok(Inbound::Blank) => dispatcher.reply_error(None, RpcError::invalid_json()).await,
+                Ok(Inbound::Oversized { len }) => {
+                    tracing::warn!(len, limit = config.max_line_bytes, "oversized line skipped");
+                    let error = RpcError::invalid_json().with_data(serde_json::json!({
+                        "reason": "line too long",
+                        "length": len,
+                        "limit": config.max_line_bytes,
+                    }));
+                    dispatcher.reply_error(None, error).await;
+                }
+                Ok(Inbound::Line(line)) => dispatcher.handle_line(&line).await,
+            }
+            // Reap finished handlers so the set does not grow over a long session.
+            while dispatcher.tasks.try_join_next().is_some() {}
+        }
+
+        tracing::info!("wire input closed; shutting down");
+        pending.abandon_all(Abandoned::ConnectionClosed);
+        if let Some(token) = dispatcher.turn.current() {
+            token.cancel();
+        }
+        let grace = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while dispatcher.tasks.join_next().await.is_some() {}
+        });
+        if grace.await.is_err() {
+            tracing::warn!("handlers did not finish in time; aborting them");
+            dispatcher.tasks.abort_all();
+        }
+        agent.shutdown().await;
+        closing.cancel();
+        drop(dispatcher);
+        let _ = writer.await;
+    }
+}
+
+struct Dispatcher<A> {
+    client: ClientHandle,
+    pending: Arc<PendingRequests>,
+    agent: Arc<A>,
+    turn: Arc<TurnSlot>,
+    tasks: JoinSet<()>,
+}
+
+impl<A: WireAgent> Dispatcher<A> {
+    async fn handle_line(&mut self, line: &str) {
+        match jsonrpc::classify(line) {
+            Err(malformed) => self.reply_error(None, malformed.to_error()).await,
+            Ok(None) => {}
+            Ok(Some(Incoming::Response { id, outcome })) => {
+                let answer = match outcome {
+                    ClientOutcome::Result(value) => Answer::Result(value),
+                    ClientOutcome::Error(error) => Answer::Error(error),
+                };
+                if !self.pending.resolve(&id, answer) {
+                    tracing::warn!(id, "answer to an unknown or finished request ignored");
+                }
+            }
+            // Reference: every inbound method model requires an id, so notifications are dropped.
+            Ok(Some(Incoming::Notification { method, .. })) => {
+                tracing::debug!(method, "notification ignored");
+            }
+            Ok(Some(Incoming::Request { id, method, params })) => self.dispatch(id, &method, params).await,
+        }
+    }
+
+    async fn dispatch(&mut self, id: String, method: &str, params: Option<Value>) {
+        match method {
+            methods::INITIALIZE => {
+                let Some(params) = self.params::<InitializeParams>(&id, method, params).await else {
+                    return;
+                };
+                if self.turn.current().is_some() {
+                    return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
+                }
+                // Answered before the next line is read: a `prompt` right behind it must see the
+                // external tools and capabilities it registers.
+                let result = self.agent.initialize(params).await;
+                match result {
+                    Ok(result) => self.reply(&id, &result).await,
+                    Err(error) => self.reply_error(Some(&id), error).await,
+                }
+            }
+            methods::PROMPT => {
+                let Some(params) = self.params::<PromptParams>(&id, method, params).await else {
+                    return;
+                };
+                let Some(token) = self.turn.begin() else {
+                    return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
+                };
+                let (agent, turn, pending) = (
+                    Arc::clone(&self.agent),
+                    Arc::clone(&self.turn),
+                    Arc::clone(&self.pending),
+                );
+                self.spawn_reply(id, async move {
+                    let result = agent.prompt(params.user_input, token).await;
+                    pending.abandon_scope(RequestScope::Turn, Abandoned::TurnEnded);
+                    // Free the slot before the answer is queued: a client may send the next prompt
+                    // the moment it reads this one's result.
+                    turn.end();
+                    result
+                });
+            }
+            methods::STEER => {
+                let Some(params) = self.params::<SteerParams>(&id, method, params).await else {
+                    return;
+                };
+                if self.turn.current().is_none() {
+                    return self.reply_error(Some(&id), RpcError::no_turn_in_progress()).await;
+                }
+                let agent = Arc::clone(&self.agent);
+                self.spawn_reply(id, async move { agent.steer(params.user_input).await });
+            }
+            methods::CANCEL => match self.turn.current() {
+                Some(token) => {
+                    token.cancel();
+                    self.reply(&id, &CancelResult {}).await;
+                }
+                None => self.reply_error(Some(&id), RpcError::no_turn_in_progress()).await,
+            },
+            methods::SET_PLAN_MODE => {
+                let Some(params) = self.params::<SetPlanModeParams>(&id, method, params).await else {
+                    return;
+                };
+                let agent = Arc::clone(&self.agent);
+                self.spawn_reply(id, async move { agent.set_plan_mode(params.enabled).await });
+            }
+            methods::REPLAY => {
+                let Some(token) = self.turn.begin() else {
+                    return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
+                };
+                let (agent, turn) = (Arc::clone(&self.agent), Arc::clone(&self.turn));
+                self.spawn_reply(id, async move {
+                    let result = agent.replay(token).await;
+                    turn.end();
+                    result
+                });
+            }
+            other => {
+                self.reply_error(Some(&id), RpcError::method_not_found(other))
+                    .await
+            }
+        }
+    }
+
+    /// Parses params strictly; on failure answers -32602 and returns `None`.
+    async fn params<P: DeserializeOwned>(&self, id: &str, method: &str, params: Option<Value>) -> Option<P> {
+        match serde_json::from_value(params.unwrap_or(Value::Null)) {
+            Ok(params) => Some(params),
+            Err(e) => {
+                tracing::debug!(method, error = %e, "invalid params");
+                self.reply_error(Some(id), RpcError::invalid_params(method)).await;
+                None
+            }
+        }
+    }
+
+    fn spawn_reply<R, F>(&mut self, id: String, work: F)
+    where
+        R: Serialize + Send + 'static,
+        F: Future<Output = Result<R, RpcError>> + Send + 'static,
+    {
+        let client = self.client.clone();
+        self.tasks.spawn(async move {
+            let line = match work.await {
+                Ok(result) => jsonrpc::result_line(&id, &result)
+                    .unwrap_or_else(|e| jsonrpc::error_line(Some(&id), &RpcError::internal(e.to_string()))),
+                Err(error) => jsonrpc::error_line(Some(&id), &error),
+            };
+            let _ = client.send_line(line).await;
+        });
+    }
+
+    async fn reply<R: Serialize>(&self, id: &str, result: &R) {
+        let line = jsonrpc::result_line(id, result)
+            .unwrap_or_else(|e| jsonrpc::error_line(Some(id), &RpcError::internal(e.to_string())));
+        let _ = self.client.send_line(line).await;
+    }
+
+    async fn reply_error(&self, id: Option<&str>, error: RpcError) {
+        let _ = self.client.send_line(jsonrpc::error_line(id, &error)).await;
+    }
+}
