@@ -1,1 +1,85 @@
-fn main() {}
+//! `kimi-agent`: a headless coding agent speaking the Kimi Wire protocol 1.10 over stdin/stdout.
+//!
+//! Thin on purpose: parse flags, run a subcommand or set up logging and serve the wire protocol.
+
+mod cli;
+mod commands;
+mod logging;
+mod run;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use kimi_core::config::ConfigSource;
+
+use cli::Cli;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = cli.validate() {
+        e.exit();
+    }
+    if let Some(command) = &cli.command {
+        return match commands::run(command) {
+            Ok(code) => code,
+            Err(e) => fail(&format!("{e:#}")),
+        };
+    }
+    let share_dir = kimi_core::paths::share_dir();
+    logging::init(&share_dir.join("logs"), cli.debug, cli.verbose || cli.debug);
+    let source = match (&cli.config, &cli.config_file) {
+        (Some(text), _) => ConfigSource::Inline(text.clone()),
+        (None, Some(path)) => ConfigSource::File(path.clone()),
+        (None, None) => ConfigSource::Default,
+    };
+    let config = match kimi_core::config::load_in(&source, &share_dir) {
+        Ok(config) => config,
+        // Reference: a bad `--config` text is a usage error (status 2); a bad file is a start-up failure.
+        Err(e) if cli.config.is_some() => Cli::bad_parameter("--config", &e.to_string()).exit(),
+        Err(e) => return fail(&format!("{e}")),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    let options = run::RunOptions {
+        work_dir: cli.work_dir.clone(),
+        session: cli.session_id().map(str::to_owned),
+        continue_last: cli.continue_session,
+        model: cli.model.clone(),
+        thinking: cli.thinking(),
+        yolo: cli.yolo,
+        afk: cli.afk,
+        plan: cli.plan,
+        max_steps_per_turn: cli.max_steps_per_turn,
+        max_retries_per_step: cli.max_retries_per_step,
+        add_dirs: cli.add_dirs,
+    };
+    let result = runtime.block_on(run::serve(options, config, share_dir.clone()));
+    // Tools may have left blocking work behind (a read of a huge file); do not wait for it.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            fail(&format!(
+                "{e:#}\nSee logs: {}",
+                share_dir.join("logs/kimi.log").display()
+            ))
+        }
+    }
+}
+
+#[expect(
+    clippy::print_stderr,
+    reason = "start-up failures go to the terminal; stdout is the protocol channel"
+)]
+fn fail(message: &str) -> ExitCode {
+    eprintln!("{message}");
+    ExitCode::FAILURE
+}

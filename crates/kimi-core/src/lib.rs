@@ -1,1 +1,29 @@
-//! placeholder
+//! The agent core of kimi-agent: the turn/step loop, context, toolset, approval runtime, session files
+//! and configuration.
+//!
+//! Layout:
+//! - [`soul`]: the agent loop ([`soul::Soul::run_turn`]).
+//! - [`toolset`]: the tool registry and the call pipeline; [`approval`]: the approval runtime.
+//! - [`context`]: the conversation and `context.jsonl`; [`recorder`]: the single-writer session files.
+//! - [`events`]: where events go (client and `wire.jsonl`).
+//! - [`session`]: session directories, `kimi.json`, `state.json`.
+//! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
+//! - [`config`], [`paths`]: configuration and well-known paths.
+//! - [`slash`]: slash commands.
+//!
+//! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
+
+pub mod approval;
+pub mod config;
+pub mod context;
+pub mod events;
+pub mod llm;
+pub mod paths;
+pub mod prompt;
+pub mod recorder;
+pub mod runtime;
+pub mod session;
+pub mod slash;
+pub mod soul;
+pub mod state;
+pub mod toolset;

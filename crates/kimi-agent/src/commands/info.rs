@@ -1,0 +1,101 @@
+//! `kimi-agent info`: version and protocol information.
+//!
+//! Same lines and JSON keys as the reference's `kimi info`, except that the Python version line
+//! (`python_version`) is left out: there is no Python runtime here. `kimi_cli_version` carries
+//! kimi-agent's own version so scripts that read that key keep working.
+
+use std::io::Write;
+
+use serde_json::json;
+
+use crate::cli::InfoArgs;
+
+/// Agent specification versions that `--agent-file` accepts.
+pub const AGENT_SPEC_VERSIONS: &[&str] = &["1"];
+
+/// What `info` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Info {
+    /// kimi-agent's version.
+    pub version: &'static str,
+    /// Supported agent specification versions.
+    pub agent_spec_versions: &'static [&'static str],
+    /// The Wire protocol version spoken.
+    pub wire_protocol_version: &'static str,
+}
+
+impl Info {
+    /// The information for this build.
+    pub fn current() -> Self {
+        Self {
+            version: env!("CARGO_PKG_VERSION"),
+            agent_spec_versions: AGENT_SPEC_VERSIONS,
+            wire_protocol_version: kimi_wire::PROTOCOL_VERSION,
+        }
+    }
+
+    /// Human-readable form, one `label: value` line each.
+    pub fn to_text(&self) -> String {
+        format!(
+            "kimi-agent version: {}\nagent spec versions: {}\nwire protocol: {}\n",
+            self.version,
+            self.agent_spec_versions.join(", "),
+            self.wire_protocol_version
+        )
+    }
+
+    /// One line of JSON with the reference's keys.
+    pub fn to_json(&self) -> String {
+        json!({
+            "kimi_cli_version": self.version,
+            "agent_spec_versions": self.agent_spec_versions,
+            "wire_protocol_version": self.wire_protocol_version,
+        })
+        .to_string()
+    }
+}
+
+/// Runs `info`, writing to stdout (this command's output, not a protocol stream).
+pub fn run(args: &InfoArgs) -> std::io::Result<()> {
+    let info = Info::current();
+    let text = if args.json {
+        info.to_json() + "\n"
+    } else {
+        info.to_text()
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn text_has_the_reference_lines() {
+        let info = Info {
+            version: "9.9.9",
+            agent_spec_versions: &["1"],
+            wire_protocol_version: "1.10",
+        };
+        assert_eq!(
+            info.to_text(),
+            "kimi-agent version: 9.9.9\nagent spec versions: 1\nwire protocol: 1.10\n"
+        );
+    }
+
+    #[test]
+    fn json_has_the_reference_keys() {
+        let value: serde_json::Value = serde_json::from_str(&Info::current().to_json()).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "kimi_cli_version": env!("CARGO_PKG_VERSION"),
+                "agent_spec_versions": ["1"],
+                "wire_protocol_version": "1.10",
+            })
+        );
+    }
+}

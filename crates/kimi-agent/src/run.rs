@@ -1,0 +1,172 @@
+//! Wiring a wire session together: config → model → session → tools → soul → server.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use kimi_core::approval::{ApprovalRuntime, ApprovalState};
+use kimi_core::config::{self, Config};
+use kimi_core::context::Context;
+use kimi_core::events::EventSink;
+use kimi_core::recorder::WireRecorder;
+use kimi_core::runtime::{AgentInfo, CoreAgent};
+use kimi_core::session::{self, SessionChoice};
+use kimi_core::soul::{LoopSettings, Soul, SoulParts};
+use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
+use kimi_core::toolset::Toolset;
+use kimi_wire::params::ServerInfo;
+use kimi_wire::{Server, ServerConfig};
+
+/// Everything the command line decides for a wire session.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// `--work-dir` (default: the current directory).
+    pub work_dir: Option<PathBuf>,
+    /// `--session ID`.
+    pub session: Option<String>,
+    /// `--continue`.
+    pub continue_last: bool,
+    /// `--model ALIAS`.
+    pub model: Option<String>,
+    /// `--thinking` / `--no-thinking`.
+    pub thinking: Option<bool>,
+    /// `--yolo`.
+    pub yolo: bool,
+    /// `--afk`.
+    pub afk: bool,
+    /// `--plan`.
+    pub plan: bool,
+    /// `--max-steps-per-turn`.
+    pub max_steps_per_turn: Option<u64>,
+    /// `--max-retries-per-step`.
+    pub max_retries_per_step: Option<u64>,
+    /// `--add-dir`.
+    pub add_dirs: Vec<PathBuf>,
+}
+
+/// Builds the session and serves the wire protocol on stdin/stdout until the client goes away.
+pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> Result<()> {
+    for warning in &config.warnings {
+        tracing::warn!("config: {warning}");
+    }
+    if let Some(thinking) = options.thinking {
+        tracing::info!(thinking, "thinking requested");
+    }
+    let env = config::process_env();
+    let resolved = config
+        .resolve_model(options.model.as_deref(), &env)
+        .context("invalid model configuration")?;
+    let llm = kimi_core::llm::create_provider(&resolved, &env)?;
+    let model = kimi_core::llm::model_info(&resolved, llm.as_ref());
+
+    let work_dir = match &options.work_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let choice = match (&options.session, options.continue_last) {
+        (Some(id), _) => SessionChoice::Id(id.clone()),
+        (None, true) => SessionChoice::Continue,
+        (None, false) => SessionChoice::New,
+    };
+    let session = session::open(&share_dir, &work_dir, &choice)?;
+    tracing::info!(session = %session.id, dir = %session.dir.display(), resumed = session.resumed, "session opened");
+    let state = StateFile::load(&session.state_path());
+
+    let (server, client) = Server::new(ServerConfig {
+        max_line_bytes: max_line_bytes(),
+    });
+    let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
+    let events = EventSink::new(client.clone(), Some(recorder));
+    let approval_state = ApprovalState {
+        yolo: options.yolo || config.default_yolo || state.approval.yolo,
+        afk: options.afk || state.approval.afk,
+        auto_approve_actions: state.approval.auto_approve_actions.clone(),
+    };
+    let approvals = Arc::new(ApprovalRuntime::new(client, approval_state));
+    let environment = Arc::new(Environment {
+        work_dir: session.work_dir.clone(),
+        additional_dirs: options.add_dirs.clone(),
+        session_dir: session.dir.clone(),
+    });
+    let session_state = Arc::new(SessionState::new(state.todos.clone()));
+    let client_flags = Arc::new(ClientFlags::default());
+    let toolset = Arc::new(Toolset::new());
+    // TOOLS-REGISTRATION (being written)
+    let _ = (&session_state, &client_flags, &environment);
+
+    let vars = kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, "");
+    let system_prompt = kimi_core::prompt::render(kimi_core::prompt::DEFAULT_SYSTEM_PROMPT, &vars);
+    let context = Context::open(&session.context_path(), system_prompt).await;
+
+    let loop_control = &config.loop_control;
+    let settings = LoopSettings {
+        max_steps_per_turn: clamp_u32(
+            options
+                .max_steps_per_turn
+                .unwrap_or(loop_control.max_steps_per_turn),
+        ),
+        max_retries_per_step: clamp_u32(
+            options
+                .max_retries_per_step
+                .unwrap_or(loop_control.max_retries_per_step),
+        ),
+        reserved_context_size: loop_control.reserved_context_size,
+        compaction_trigger_ratio: loop_control.compaction_trigger_ratio,
+    };
+    let soul = Arc::new(Soul::new(SoulParts {
+        llm,
+        model,
+        settings,
+        context,
+        toolset,
+        approvals,
+        events,
+        plan_mode: options.plan || config.default_plan_mode || state.plan_mode,
+    }));
+    let mut configured_hooks = std::collections::BTreeMap::new();
+    for hook in &config.hooks {
+        *configured_hooks
+            .entry(format!("{:?}", hook.event))
+            .or_insert(0u32) += 1;
+    }
+    let info = AgentInfo {
+        server: ServerInfo {
+            name: "kimi-agent".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        share_dir,
+        configured_hooks,
+    };
+    let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
+    server
+        .run(tokio::io::stdin(), tokio::io::stdout(), agent, shutdown_signal())
+        .await;
+    Ok(())
+}
+
+/// The line cap: `KIMI_AGENT_MAX_LINE_BYTES` or 64 MiB.
+fn max_line_bytes() -> usize {
+    std::env::var("KIMI_AGENT_MAX_LINE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n: &usize| *n > 0)
+        .unwrap_or(kimi_wire::framing::DEFAULT_MAX_LINE_BYTES)
+}
+
+fn clamp_u32(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+/// Resolves on SIGINT or SIGTERM: both end the session like EOF does.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
+        // Without signal handlers we simply never shut down by signal.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => tracing::info!("SIGINT received"),
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,238 @@
+//! The approval runtime: decides whether a side-effecting call may run, asking the client when needed.
+//!
+//! Order of checks (reference `soul/approval.py`): yolo or afk approves; an action approved "for this
+//! session" approves; otherwise an `ApprovalRequest` goes to the client and the call waits for its answer.
+//! `approve_for_session` also releases every other pending request for the same action. A request that
+//! can no longer be answered (turn ended, client gone, malformed answer) counts as a rejection, so nothing
+//! runs that the user did not allow.
+//!
+//! Approval requests and their `ApprovalResponse` events travel outside the turn's recording: they are not
+//! written to wire.jsonl, as in the reference.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use kimi_wire::message::{
+    ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSourceKind, Event, Request,
+};
+use kimi_wire::{Answer, ClientHandle, RequestScope};
+use serde::{Deserialize, Serialize};
+
+use crate::toolset::ApprovalAsk;
+
+/// Where an approval request comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalSource {
+    /// Foreground turn or background agent.
+    pub kind: ApprovalSourceKind,
+    /// One id per turn (or per background task).
+    pub id: String,
+    /// Set when a subagent asks.
+    pub agent_id: Option<String>,
+    /// The subagent's type, when a subagent asks.
+    pub subagent_type: Option<String>,
+}
+
+impl ApprovalSource {
+    /// A fresh source for a foreground turn.
+    pub fn foreground_turn() -> Self {
+        Self {
+            kind: ApprovalSourceKind::ForegroundTurn,
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            agent_id: None,
+            subagent_type: None,
+        }
+    }
+}
+
+/// The persisted part of approval state (state.json `approval`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalState {
+    /// Approve everything.
+    #[serde(default)]
+    pub yolo: bool,
+    /// Nobody is at the keyboard: approve everything, dismiss questions.
+    #[serde(default)]
+    pub afk: bool,
+    /// Actions approved for the rest of the session.
+    #[serde(default)]
+    pub auto_approve_actions: BTreeSet<String>,
+}
+
+/// The user's verdict on one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run it.
+    Approved,
+    /// Do not run it; `feedback` is what the user said, if anything.
+    Rejected { feedback: Option<String> },
+}
+
+struct PendingApproval {
+    action: String,
+    source_id: String,
+}
+
+/// Shared by every tool call of a session.
+pub struct ApprovalRuntime {
+    client: ClientHandle,
+    state: Mutex<ApprovalState>,
+    pending: Mutex<HashMap<String, PendingApproval>>,
+}
+
+impl std::fmt::Debug for ApprovalRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalRuntime")
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApprovalRuntime {
+    /// A runtime starting from `state`.
+    pub fn new(client: ClientHandle, state: ApprovalState) -> Self {
+        Self {
+            client,
+            state: Mutex::new(state),
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A copy of the current state (for state.json and status).
+    pub fn state(&self) -> ApprovalState {
+        lock(&self.state).clone()
+    }
+
+    /// Turns yolo on or off.
+    pub fn set_yolo(&self, yolo: bool) {
+        lock(&self.state).yolo = yolo;
+    }
+
+    /// Turns afk on or off.
+    pub fn set_afk(&self, afk: bool) {
+        lock(&self.state).afk = afk;
+    }
+
+    /// Is everything approved without asking?
+    pub fn is_auto_approve(&self) -> bool {
+        let state = lock(&self.state);
+        state.yolo || state.afk
+    }
+
+    /// Decides whether the call `tool_call_id` of `sender` may do `ask`.
+    pub async fn request(
+        &self,
+        source: &ApprovalSource,
+        tool_call_id: &str,
+        sender: &str,
+        ask: &ApprovalAsk,
+    ) -> Verdict {
+        {
+            let state = lock(&self.state);
+            if state.yolo || state.afk || state.auto_approve_actions.contains(&ask.action) {
+                return Verdict::Approved;
+            }
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let request = Request::ApprovalRequest(ApprovalRequest {
+            id: id.clone(),
+            tool_call_id: tool_call_id.to_owned(),
+            sender: sender.to_owned(),
+            action: ask.action.clone(),
+            description: ask.description.clone(),
+            display: ask.display.clone(),
+            source_kind: Some(source.kind),
+            source_id: Some(source.id.clone()),
+            agent_id: source.agent_id.clone(),
+            subagent_type: source.subagent_type.clone(),
+            source_description: None,
+        });
+        lock(&self.pending).insert(
+            id.clone(),
+            PendingApproval {
+                action: ask.action.clone(),
+                source_id: source.id.clone(),
+            },
+        );
+        let scope = match source.kind {
+            ApprovalSourceKind::ForegroundTurn => RequestScope::Turn,
+            ApprovalSourceKind::BackgroundAgent => RequestScope::Session,
+        };
+        let answer = match self.client.send_request(&request, scope).await {
+            Ok(waiter) => waiter.wait().await,
+            Err(e) => {
+                tracing::warn!(error = %e, "approval request could not be sent; rejecting");
+                Answer::Abandoned(kimi_wire::Abandoned::ConnectionClosed)
+            }
+        };
+        lock(&self.pending).remove(&id);
+        let (decision, feedback) = match answer {
+            Answer::Result(value) => match serde_json::from_value::<ApprovalAnswer>(value) {
+                Ok(answer) => (answer.response, answer.feedback),
+                Err(e) => {
+                    tracing::warn!(error = %e, "malformed approval answer; rejecting");
+                    (ApprovalDecision::Reject, String::new())
+                }
+            },
+            Answer::Error(_) | Answer::Abandoned(_) => (ApprovalDecision::Reject, String::new()),
+        };
+        self.emit_response(&id, decision, &feedback).await;
+        match decision {
+            ApprovalDecision::Approve => Verdict::Approved,
+            ApprovalDecision::ApproveForSession => {
+                self.approve_for_session(&ask.action);
+                Verdict::Approved
+            }
+            ApprovalDecision::Reject => Verdict::Rejected {
+                feedback: (!feedback.is_empty()).then_some(feedback),
+            },
+        }
+    }
+
+    /// Remembers `action` and releases every other request waiting on it.
+    fn approve_for_session(&self, action: &str) {
+        lock(&self.state).auto_approve_actions.insert(action.to_owned());
+        let others: Vec<String> = lock(&self.pending)
+            .iter()
+            .filter(|(_, p)| p.action == action)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in others {
+            let answer = serde_json::json!({ "request_id": id, "response": "approve" });
+            self.client.resolve_pending(&id, Answer::Result(answer));
+        }
+    }
+
+    /// Rejects what a finished or cancelled turn left pending, telling the client (reference
+    /// `cancel_by_source`).
+    pub async fn cancel_source(&self, source_id: &str) {
+        let ids: Vec<String> = {
+            let mut pending = lock(&self.pending);
+            let ids: Vec<String> = pending
+                .iter()
+                .filter(|(_, p)| p.source_id == source_id)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in &ids {
+                pending.remove(id);
+            }
+            ids
+        };
+        for id in ids {
+            self.emit_response(&id, ApprovalDecision::Reject, "").await;
+        }
+    }
+
+    async fn emit_response(&self, id: &str, response: ApprovalDecision, feedback: &str) {
+        let event = Event::ApprovalResponse(ApprovalResponse {
+            request_id: id.to_owned(),
+            response,
+            feedback: feedback.to_owned(),
+        });
+        let _ = self.client.send_event(&event).await;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,130 @@
+//! The system prompt: our own text, rendered with the reference's variables (`${KIMI_WORK_DIR}`, ...), so
+//! agent files that supply their own prompt and arguments keep working.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The default agent's system prompt template.
+pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("prompts/system.md");
+
+/// AGENTS.md text beyond this is cut (reference: 32 KiB).
+const AGENTS_MD_LIMIT: usize = 32 * 1024;
+/// Entries listed from the work dir.
+const LS_LIMIT: usize = 100;
+
+/// Replaces `${NAME}` with `vars[NAME]`; unknown names are left as they are.
+pub fn render(template: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) if vars.contains_key(&after[..end]) => {
+                out.push_str(&vars[&after[..end]]);
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push_str("${");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The built-in variables for `work_dir`.
+pub fn builtin_vars(
+    work_dir: &Path,
+    additional_dirs: &[std::path::PathBuf],
+    skills: &str,
+) -> BTreeMap<String, String> {
+    let mut vars = BTreeMap::new();
+    vars.insert("KIMI_NOW".into(), chrono::Local::now().to_rfc3339());
+    vars.insert("KIMI_WORK_DIR".into(), work_dir.display().to_string());
+    vars.insert("KIMI_WORK_DIR_LS".into(), list_dir(work_dir));
+    vars.insert("KIMI_AGENTS_MD".into(), agents_md(work_dir));
+    vars.insert(
+        "KIMI_SKILLS".into(),
+        if skills.is_empty() {
+            "No skills are available.".into()
+        } else {
+            skills.into()
+        },
+    );
+    let extra = if additional_dirs.is_empty() {
+        String::new()
+    } else {
+        let dirs: Vec<String> = additional_dirs
+            .iter()
+            .map(|d| format!("- {}", d.display()))
+            .collect();
+        format!("- Additional directories:\n{}", dirs.join("\n"))
+    };
+    vars.insert("KIMI_ADDITIONAL_DIRS_INFO".into(), extra);
+    vars.insert("KIMI_OS".into(), std::env::consts::OS.into());
+    vars.insert("KIMI_SHELL".into(), "bash".into());
+    vars
+}
+
+fn list_dir(dir: &Path) -> String {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return "(unreadable)".into();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                format!("{name}/")
+            } else {
+                name
+            }
+        })
+        .collect();
+    names.sort();
+    let more = names.len().saturating_sub(LS_LIMIT);
+    names.truncate(LS_LIMIT);
+    if more > 0 {
+        names.push(format!("... and {more} more"));
+    }
+    if names.is_empty() {
+        "(empty)".into()
+    } else {
+        names.join("\n")
+    }
+}
+
+/// AGENTS.md files from the work dir up to the file system root, outermost first.
+fn agents_md(work_dir: &Path) -> String {
+    let mut found: Vec<String> = work_dir
+        .ancestors()
+        .filter_map(|dir| std::fs::read_to_string(dir.join("AGENTS.md")).ok())
+        .collect();
+    found.reverse();
+    let mut text = found.join("\n\n");
+    if text.len() > AGENTS_MD_LIMIT {
+        let mut cut = AGENTS_MD_LIMIT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    if text.is_empty() {
+        "No AGENTS.md was found.".into()
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_known_variables_and_keeps_unknown_ones() {
+        let vars = BTreeMap::from([("A".to_string(), "1".to_string())]);
+        assert_eq!(render("x ${A} ${B} $A ${", &vars), "x 1 ${B} $A ${");
+    }
+}

@@ -1,0 +1,297 @@
+//! [`CoreAgent`]: the session-level agent the wire server drives.
+//!
+//! It maps each method onto the [`Soul`], turns loop results into the reference's prompt results and
+//! error codes, registers external tools, and keeps the session's files (`state.json`, `kimi.json`)
+//! current.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use kimi_wire::message::{Event, StatusUpdate, UserInput, WireMessage};
+use kimi_wire::params::{
+    ExternalToolsResult, HooksInfo, InitializeParams, InitializeResult, PromptResult, PromptStatus,
+    RejectedTool, ReplayResult, ReplayStatus, ServerCapabilities, ServerInfo, SetPlanModeResult, SteerResult,
+};
+use kimi_wire::{RpcError, WireAgent};
+use tokio_util::sync::CancellationToken;
+
+use crate::recorder::read_wire_file;
+use crate::session::{self, Session};
+use crate::soul::{Soul, TurnError, TurnOutcome};
+use crate::state::{ClientFlags, SessionState, StateFile};
+use crate::toolset::ExternalTool;
+
+/// Hook events the server supports, in the reference's order (reported by `initialize`).
+pub const HOOK_EVENTS: [&str; 13] = [
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "UserPromptSubmit",
+    "Stop",
+    "StopFailure",
+    "SessionStart",
+    "SessionEnd",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
+    "Notification",
+];
+
+/// Tools only offered to clients that declared the matching capability.
+const QUESTION_TOOLS: [&str; 1] = ["AskUserQuestion"];
+const PLAN_TOOLS: [&str; 2] = ["EnterPlanMode", "ExitPlanMode"];
+
+/// What the binary hands the agent besides the soul.
+#[derive(Debug, Clone)]
+pub struct AgentInfo {
+    /// Our name and version, reported by `initialize`.
+    pub server: ServerInfo,
+    /// The share dir (`kimi.json` lives there).
+    pub share_dir: PathBuf,
+    /// Configured shell hooks, counted per event for `initialize`.
+    pub configured_hooks: BTreeMap<String, u32>,
+}
+
+/// The agent behind one wire connection.
+#[derive(Debug)]
+pub struct CoreAgent {
+    soul: Arc<Soul>,
+    session: Session,
+    info: AgentInfo,
+    state: Arc<SessionState>,
+    client_flags: Arc<ClientFlags>,
+    initialized: AtomicBool,
+}
+
+impl CoreAgent {
+    /// An agent for `session`, driven through `soul`.
+    pub fn new(
+        soul: Arc<Soul>,
+        session: Session,
+        info: AgentInfo,
+        state: Arc<SessionState>,
+        client_flags: Arc<ClientFlags>,
+    ) -> Self {
+        Self {
+            soul,
+            session,
+            info,
+            state,
+            client_flags,
+            initialized: AtomicBool::new(false),
+        }
+    }
+
+    /// The soul (for tests and the binary).
+    pub fn soul(&self) -> &Arc<Soul> {
+        &self.soul
+    }
+
+    fn register_external_tools(&self, tools: Vec<kimi_wire::params::ExternalTool>) -> ExternalToolsResult {
+        let mut result = ExternalToolsResult {
+            accepted: Vec::new(),
+            rejected: Vec::new(),
+        };
+        let toolset = self.soul.toolset();
+        for tool in tools {
+            if toolset
+                .find(&tool.name)
+                .is_some_and(|existing| !existing.is_external())
+            {
+                result.rejected.push(RejectedTool {
+                    name: tool.name,
+                    reason: "conflicts with builtin tool".into(),
+                });
+                continue;
+            }
+            match ExternalTool::new(
+                &tool.name,
+                &tool.description,
+                serde_json::Value::Object(tool.parameters),
+                self.soul.events().clone(),
+            ) {
+                Ok(external) => {
+                    toolset.register(Arc::new(external));
+                    result.accepted.push(tool.name);
+                }
+                Err(e) => {
+                    let reason = if e.0.is_empty() {
+                        "invalid schema".to_owned()
+                    } else {
+                        e.0
+                    };
+                    result.rejected.push(RejectedTool {
+                        name: tool.name,
+                        reason,
+                    });
+                }
+            }
+        }
+        result
+    }
+
+    /// Writes `state.json` (the reference writes it after each turn), keeping fields we do not manage.
+    async fn save_state(&self) {
+        let path = self.session.state_path();
+        let approval = self.soul.approvals().state();
+        let plan_mode = self.soul.plan_mode();
+        let todos = self.state.todos();
+        let result = tokio::task::spawn_blocking(move || {
+            let mut file = StateFile::load(&path);
+            file.approval = approval;
+            file.plan_mode = plan_mode;
+            file.todos = todos;
+            let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
+            session::write_atomic(&path, &bytes)
+        })
+        .await;
+        if let Ok(Err(e)) = result {
+            tracing::error!(error = %e, "state.json not written");
+        }
+    }
+}
+
+#[async_trait]
+impl WireAgent for CoreAgent {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult, RpcError> {
+        let external_tools = match params.external_tools {
+            Some(tools) if !tools.is_empty() => Some(self.register_external_tools(tools)),
+            _ => None,
+        };
+        let capabilities = params.capabilities.unwrap_or_default();
+        self.client_flags
+            .set(capabilities.supports_question, capabilities.supports_plan_mode);
+        let toolset = self.soul.toolset();
+        for name in QUESTION_TOOLS {
+            toolset.set_hidden(name, !capabilities.supports_question);
+        }
+        for name in PLAN_TOOLS {
+            toolset.set_hidden(name, !capabilities.supports_plan_mode);
+        }
+        self.initialized.store(true, Ordering::SeqCst);
+        Ok(InitializeResult {
+            protocol_version: kimi_wire::PROTOCOL_VERSION.to_owned(),
+            server: self.info.server.clone(),
+            slash_commands: crate::slash::builtin_commands(),
+            external_tools,
+            hooks: HooksInfo {
+                supported_events: HOOK_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
+                configured: self
+                    .info
+                    .configured_hooks
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect(),
+            },
+            capabilities: ServerCapabilities {
+                supports_question: true,
+            },
+        })
+    }
+
+    async fn prompt(&self, input: UserInput, cancel: CancellationToken) -> Result<PromptResult, RpcError> {
+        let result = self.soul.run_turn(input, cancel).await;
+        self.save_state().await;
+        match result {
+            Ok(TurnOutcome::Finished) => Ok(PromptResult {
+                status: PromptStatus::Finished,
+                steps: None,
+            }),
+            Ok(TurnOutcome::Cancelled) => Ok(PromptResult {
+                status: PromptStatus::Cancelled,
+                steps: None,
+            }),
+            Ok(TurnOutcome::MaxStepsReached(steps)) => Ok(PromptResult {
+                status: PromptStatus::MaxStepsReached,
+                steps: Some(steps),
+            }),
+            Err(TurnError::LlmNotSet) => Err(RpcError::llm_not_set()),
+            Err(TurnError::LlmNotSupported(message)) => Err(RpcError::llm_not_supported(message)),
+            Err(TurnError::Provider(e)) => Err(RpcError::chat_provider(e.to_string())),
+            Err(TurnError::Internal(message)) => Err(RpcError::internal(message)),
+        }
+    }
+
+    async fn steer(&self, input: UserInput) -> Result<SteerResult, RpcError> {
+        self.soul.steer(input);
+        Ok(SteerResult::default())
+    }
+
+    async fn set_plan_mode(&self, enabled: bool) -> Result<SetPlanModeResult, RpcError> {
+        self.soul.set_plan_mode(enabled);
+        let update = StatusUpdate {
+            plan_mode: Some(enabled),
+            ..StatusUpdate::default()
+        };
+        // Recorded as well as streamed, so replay shows the change (reference).
+        self.soul.events().emit(Event::StatusUpdate(update)).await;
+        self.save_state().await;
+        Ok(SetPlanModeResult::new(enabled))
+    }
+
+    async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
+        self.soul.flush(false).await;
+        let path = self.session.wire_path();
+        let content = match tokio::fs::read_to_string(&path).await {
+            Ok(content) => content,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => {
+                tracing::error!(path = %path.display(), error = %e, "replay failed");
+                return Err(RpcError::internal("Replay failed"));
+            }
+        };
+        let (messages, skipped) = read_wire_file(&content);
+        if skipped > 0 {
+            tracing::warn!(skipped, "unreadable wire.jsonl records skipped during replay");
+        }
+        let client = self.soul.events().client();
+        let (mut events, mut requests) = (0u64, 0u64);
+        for message in messages {
+            if cancel.is_cancelled() {
+                return Ok(ReplayResult {
+                    status: ReplayStatus::Cancelled,
+                    events,
+                    requests,
+                });
+            }
+            let sent = match &message {
+                WireMessage::Event(event) => {
+                    events += 1;
+                    client.send_event(event).await
+                }
+                WireMessage::Request(request) => {
+                    requests += 1;
+                    client.replay_request(request).await
+                }
+            };
+            if sent.is_err() {
+                return Ok(ReplayResult {
+                    status: ReplayStatus::Cancelled,
+                    events,
+                    requests,
+                });
+            }
+        }
+        Ok(ReplayResult {
+            status: ReplayStatus::Finished,
+            events,
+            requests,
+        })
+    }
+
+    async fn shutdown(&self) {
+        self.soul.flush(true).await;
+        let has_conversation = !self.soul.is_empty().await;
+        if has_conversation {
+            if let Err(e) = session::remember_last_session(&self.info.share_dir, &self.session) {
+                tracing::error!(error = %e, "kimi.json not updated");
+            }
+        } else if !self.session.resumed {
+            session::remove_if_empty(&self.session, false);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Slash commands sent as `prompt` input (`/clear`, `/yolo`, ...): the list `initialize` reports and the
+//! commands themselves (reference `soul/slash.py`). A slash turn streams its replies as content parts
+//! and makes no model call unless the command needs one.
+
+use kimi_wire::message::{ContentPart, Event, StatusUpdate, UserInput};
+use kimi_wire::params::SlashCommandInfo;
+
+use crate::soul::{Soul, TurnError, TurnOutcome};
+
+/// A command name with its description and aliases, as `initialize` lists them.
+struct Command {
+    name: &'static str,
+    description: &'static str,
+    aliases: &'static [&'static str],
+}
+
+/// The built-in commands, in the reference's registry order (the descriptions are interface strings
+/// clients show and tests match).
+const COMMANDS: &[Command] = &[
+    Command {
+        name: "init",
+        description: "Analyze the codebase and generate an `AGENTS.md` file",
+        aliases: &[],
+    },
+    Command {
+        name: "compact",
+        description: "Compact the context (optionally with a custom focus, e.g. /compact keep db discussions)",
+        aliases: &[],
+    },
+    Command {
+        name: "clear",
+        description: "Clear the context",
+        aliases: &["reset"],
+    },
+    Command {
+        name: "yolo",
+        description: "Toggle YOLO mode (auto-approve all actions)",
+        aliases: &[],
+    },
+    Command {
+        name: "afk",
+        description: "Toggle afk mode (auto-dismiss AskUserQuestion, auto-approve tool calls)",
+        aliases: &[],
+    },
+    Command {
+        name: "plan",
+        description: "Toggle plan mode. Usage: /plan [on|off|view|clear]",
+        aliases: &[],
+    },
+    Command {
+        name: "add-dir",
+        description: "Add a directory to the workspace. Usage: /add-dir <path>. Run without args to list added dirs",
+        aliases: &[],
+    },
+    Command {
+        name: "export",
+        description: "Export current session context to a markdown file",
+        aliases: &[],
+    },
+    Command {
+        name: "import",
+        description: "Import context from a file or session ID",
+        aliases: &[],
+    },
+];
+
+/// The built-in commands for `initialize`.
+pub fn builtin_commands() -> Vec<SlashCommandInfo> {
+    COMMANDS
+        .iter()
+        .map(|c| SlashCommandInfo {
+            name: c.name.to_owned(),
+            description: c.description.to_owned(),
+            aliases: c.aliases.iter().map(|a| (*a).to_owned()).collect(),
+        })
+        .collect()
+}
+
+/// Splits `/name args` (reference: `^/([a-zA-Z0-9_-]+(?::[a-zA-Z0-9_-]+)*)` then whitespace or end).
+pub fn parse(text: &str) -> Option<(&str, &str)> {
+    let rest = text.strip_prefix('/')?;
+    let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
+    let (name, args) = rest.split_at(end);
+    let valid_segment = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    if !name.split(':').all(valid_segment) {
+        return None;
+    }
+    Some((name, args.trim()))
+}
+
+impl Soul {
+    /// Runs `input` as a slash command if it is one; `None` means "not a command, run a normal turn".
+    pub(crate) async fn run_slash_command(
+        &self,
+        input: &UserInput,
+    ) -> Option<Result<TurnOutcome, TurnError>> {
+        let UserInput::Text(text) = input else { return None };
+        let (name, _args) = parse(text.trim_start())?;
+        let canonical = COMMANDS
+            .iter()
+            .find(|c| c.name == name || c.aliases.contains(&name))
+            .map(|c| c.name);
+        match canonical {
+            Some("yolo") => {
+                let state = self.approvals.state();
+                if state.yolo {
+                    self.approvals.set_yolo(false);
+                    if state.afk {
+                        self.say("Yolo disabled, but afk is still on \u{2014} tool calls remain auto-approved. Use /afk to turn off afk.").await;
+                    } else {
+                        self.say("You only die once! Actions will require approval.")
+                            .await;
+                    }
+                } else {
+                    self.approvals.set_yolo(true);
+                    self.say("You only live once! All actions will be auto-approved.")
+                        .await;
+                }
+            }
+            Some("afk") => {
+                let state = self.approvals.state();
+                if state.afk {
+                    self.approvals.set_afk(false);
+                    if state.yolo {
+                        self.say("afk mode disabled. You are back at the terminal. Yolo is still on.")
+                            .await;
+                    } else {
+                        self.say("afk mode disabled. You are back at the terminal.").await;
+                    }
+                } else {
+                    self.approvals.set_afk(true);
+                    self.say("afk mode enabled. AskUserQuestion will be auto-dismissed and tool calls auto-approved.")
+                        .await;
+                }
+            }
+            Some("clear") => {
+                self.say("The context has been cleared.").await;
+                self.events
+                    .emit(Event::StatusUpdate(self.context_status().await))
+                    .await;
+            }
+            Some(other) => {
+                self.say(&format!(
+                    "The /{other} command is not available in this version of kimi-agent."
+                ))
+                .await;
+            }
+            None => self.say(&format!("Unknown slash command \"/{name}\".")).await,
+        }
+        Some(Ok(TurnOutcome::Finished))
+    }
+
+    async fn say(&self, text: &str) {
+        self.events
+            .emit(Event::ContentPart(ContentPart::text(text)))
+            .await;
+    }
+
+    /// A `StatusUpdate` with only the context figures set.
+    pub(crate) async fn context_status(&self) -> StatusUpdate {
+        let tokens = self.context.lock().await.token_count();
+        let max = self.model.max_context_size;
+        StatusUpdate {
+            context_usage: Some(if max > 0 { tokens as f64 / max as f64 } else { 0.0 }),
+            context_tokens: Some(tokens),
+            max_context_tokens: Some(max),
+            token_usage: None,
+            message_id: None,
+            plan_mode: None,
+            mcp_status: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_names_and_arguments_like_the_reference() {
+        assert_eq!(parse("/clear"), Some(("clear", "")));
+        assert_eq!(parse("/compact keep db"), Some(("compact", "keep db")));
+        assert_eq!(parse("/skill:test  go"), Some(("skill:test", "go")));
+        assert_eq!(parse("/a:b:c"), Some(("a:b:c", "")));
+        assert_eq!(parse("/"), None);
+        assert_eq!(parse("/a:"), None);
+        assert_eq!(parse("/ab/cd"), None);
+        assert_eq!(parse("plain"), None);
+    }
+
+    #[test]
+    fn the_builtin_list_keeps_the_reference_order() {
+        let names: Vec<String> = builtin_commands().into_iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                "init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import"
+            ]
+        );
+    }
+}

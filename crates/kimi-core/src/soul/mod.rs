@@ -1,0 +1,195 @@
+//! The agent loop: a turn is a sequence of steps; a step is one model call plus the tool calls it asked
+//! for. See [`Soul::run_turn`].
+
+mod message;
+mod step;
+mod turn;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kimi_llm::{ChatError, ChatProvider};
+use kimi_wire::message::UserInput;
+
+use crate::approval::ApprovalRuntime;
+use crate::context::Context;
+use crate::events::EventSink;
+use crate::toolset::Toolset;
+
+pub use message::{system, tool_result_message};
+
+/// Loop limits (config `loop_control`, overridable by flags).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoopSettings {
+    /// Steps per turn before `max_steps_reached`.
+    pub max_steps_per_turn: u32,
+    /// Attempts per step (the first one included) on retryable provider errors.
+    pub max_retries_per_step: u32,
+    /// Tokens kept free for the answer; compaction starts before they run out.
+    pub reserved_context_size: u64,
+    /// Fraction of the context that starts compaction.
+    pub compaction_trigger_ratio: f64,
+}
+
+impl Default for LoopSettings {
+    fn default() -> Self {
+        Self {
+            max_steps_per_turn: 1000,
+            max_retries_per_step: 3,
+            reserved_context_size: 50_000,
+            compaction_trigger_ratio: 0.85,
+        }
+    }
+}
+
+/// What the loop needs to know about the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    /// The provider's model name (used in capability errors).
+    pub name: String,
+    /// Context window in tokens.
+    pub max_context_size: u64,
+    /// `image_in`, `video_in`, `thinking`, ...
+    pub capabilities: BTreeSet<String>,
+}
+
+/// How a turn ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// The model stopped asking for tools (or a rejection / repeat guard stopped it).
+    Finished,
+    /// The step limit was hit; carries the limit.
+    MaxStepsReached(u32),
+    /// The client cancelled.
+    Cancelled,
+}
+
+/// Why a turn failed; each maps to one JSON-RPC error.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TurnError {
+    /// No model configured (-32001).
+    #[error("LLM is not set")]
+    LlmNotSet,
+    /// The input needs a capability the model lacks (-32002); carries the full message.
+    #[error("{0}")]
+    LlmNotSupported(String),
+    /// The provider failed after retries (-32003).
+    #[error(transparent)]
+    Provider(#[from] ChatError),
+    /// Anything else (-32603); carries `"{Type}: {message}"`.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// One session's agent: model, context, tools and the state a turn reads.
+#[derive(Debug)]
+pub struct Soul {
+    pub(crate) llm: Option<Arc<dyn ChatProvider>>,
+    pub(crate) model: ModelInfo,
+    pub(crate) settings: LoopSettings,
+    pub(crate) context: tokio::sync::Mutex<Context>,
+    pub(crate) toolset: Arc<Toolset>,
+    pub(crate) approvals: Arc<ApprovalRuntime>,
+    pub(crate) events: EventSink,
+    steers: Mutex<VecDeque<UserInput>>,
+    plan_mode: AtomicBool,
+}
+
+/// Everything a [`Soul`] is built from.
+#[derive(Debug)]
+pub struct SoulParts {
+    /// The provider, `None` when no model is configured.
+    pub llm: Option<Arc<dyn ChatProvider>>,
+    /// Model facts.
+    pub model: ModelInfo,
+    /// Loop limits.
+    pub settings: LoopSettings,
+    /// The (restored or new) context.
+    pub context: Context,
+    /// Registered tools.
+    pub toolset: Arc<Toolset>,
+    /// Approval runtime.
+    pub approvals: Arc<ApprovalRuntime>,
+    /// Event output.
+    pub events: EventSink,
+    /// Plan mode at start.
+    pub plan_mode: bool,
+}
+
+impl Soul {
+    /// Builds a soul.
+    pub fn new(parts: SoulParts) -> Self {
+        Self {
+            llm: parts.llm,
+            model: parts.model,
+            settings: parts.settings,
+            context: tokio::sync::Mutex::new(parts.context),
+            toolset: parts.toolset,
+            approvals: parts.approvals,
+            events: parts.events,
+            steers: Mutex::new(VecDeque::new()),
+            plan_mode: AtomicBool::new(parts.plan_mode),
+        }
+    }
+
+    /// Queues input for the running turn; consumed after the current step.
+    pub fn steer(&self, input: UserInput) {
+        lock(&self.steers).push_back(input);
+    }
+
+    fn take_steers(&self) -> Vec<UserInput> {
+        lock(&self.steers).drain(..).collect()
+    }
+
+    /// Is plan mode on?
+    pub fn plan_mode(&self) -> bool {
+        self.plan_mode.load(Ordering::SeqCst)
+    }
+
+    /// Sets plan mode.
+    pub fn set_plan_mode(&self, enabled: bool) {
+        self.plan_mode.store(enabled, Ordering::SeqCst);
+    }
+
+    /// The approval runtime.
+    pub fn approvals(&self) -> &Arc<ApprovalRuntime> {
+        &self.approvals
+    }
+
+    /// The toolset.
+    pub fn toolset(&self) -> &Arc<Toolset> {
+        &self.toolset
+    }
+
+    /// The event sink.
+    pub fn events(&self) -> &EventSink {
+        &self.events
+    }
+
+    /// Waits until the context file has everything.
+    pub async fn flush(&self, durable: bool) {
+        if let Err(e) = self.context.lock().await.flush(durable).await {
+            tracing::error!(error = %e, "context flush failed");
+        }
+        if let Some(recorder) = self.events.recorder() {
+            let result = if durable {
+                recorder.sync().await
+            } else {
+                recorder.flush().await
+            };
+            if let Err(e) = result {
+                tracing::error!(error = %e, "wire.jsonl flush failed");
+            }
+        }
+    }
+
+    /// Has the session any conversation yet?
+    pub async fn is_empty(&self) -> bool {
+        self.context.lock().await.is_empty()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

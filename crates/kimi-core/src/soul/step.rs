@@ -1,0 +1,298 @@
+//! One step: a model call streamed to the client, the tool calls it asked for, and the context growth.
+//!
+//! Tool calls start the moment the model finishes streaming them, while the rest of the answer still
+//! streams; `ToolResult` events go out in completion order and results reach the context in call order.
+//! The step's `StatusUpdate` goes out after the stream ends and before waiting for the tools (reference
+//! order). Retryable provider failures are retried here, with a `StepRetry` before each wait; nothing of a
+//! failed attempt reaches the context.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use kimi_llm::{ChatError, ChatProvider, ChatRequest, Message, StreamEvent};
+use kimi_wire::message::{ContentPart, Event, StatusUpdate, StepRetry, TokenUsage, ToolCall, ToolResult};
+use tokio_util::sync::CancellationToken;
+
+use super::message::tool_result_message;
+use super::turn::internal;
+use super::{Soul, TurnError};
+use crate::approval::ApprovalSource;
+use crate::toolset::{CallResult, Dispatch};
+
+/// Whether the loop goes on after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StepOutcome {
+    /// The model asked for tools: another step follows.
+    Continue,
+    /// The model is done (or was stopped).
+    Stop,
+}
+
+/// What one successful model call produced.
+struct Streamed {
+    parts: Vec<ContentPart>,
+    tool_calls: Vec<ToolCall>,
+    message_id: Option<String>,
+    usage: Option<TokenUsage>,
+    results: Vec<Option<CallResult>>,
+    running: FuturesUnordered<BoxFuture<'static, (usize, CallResult)>>,
+}
+
+impl Soul {
+    pub(super) async fn step(
+        &self,
+        n: u32,
+        source: &ApprovalSource,
+        cancel: &CancellationToken,
+    ) -> Result<StepOutcome, TurnError> {
+        let llm = self.llm.clone().ok_or(TurnError::LlmNotSet)?;
+        let (system_prompt, history) = {
+            let context = self.context.lock().await;
+            (context.system_prompt().to_owned(), context.messages().to_vec())
+        };
+        let tools = self.toolset.specs();
+        let dispatch = Dispatch {
+            toolset: Arc::clone(&self.toolset),
+            approvals: Arc::clone(&self.approvals),
+            source: source.clone(),
+            exclusive: Arc::new(tokio::sync::Mutex::new(())),
+            cancel: cancel.clone(),
+        };
+        let request = ChatRequest {
+            system_prompt: &system_prompt,
+            tools: &tools,
+            history: &history,
+        };
+        let max_attempts = self.settings.max_retries_per_step.max(1);
+        let mut attempt = 1;
+        let mut streamed = loop {
+            match self.stream_once(llm.as_ref(), &request, &dispatch).await {
+                Ok(streamed) => break streamed,
+                Err(e) if e.is_retryable() && attempt < max_attempts => {
+                    let wait = backoff(attempt);
+                    tracing::warn!(step = n, attempt, error = %e, "retrying step");
+                    self.events
+                        .emit(Event::StepRetry(StepRetry {
+                            n,
+                            next_attempt: attempt + 1,
+                            max_attempts,
+                            wait_s: wait.as_secs_f64(),
+                            error_type: e.error_type().to_owned(),
+                            status_code: e.status_code(),
+                        }))
+                        .await;
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(TurnError::Provider(e)),
+            }
+        };
+
+        self.events
+            .emit(Event::StatusUpdate(self.status_update(&streamed)))
+            .await;
+        while let Some((index, result)) = streamed.running.next().await {
+            self.emit_result(&result).await;
+            streamed.results[index] = Some(result);
+        }
+        let results: Vec<CallResult> = streamed.results.into_iter().flatten().collect();
+        let stop = results.iter().any(|r| r.rejected_without_feedback);
+        let has_calls = !streamed.tool_calls.is_empty();
+        self.grow_context(streamed.parts, streamed.tool_calls, streamed.usage, results)
+            .await?;
+        Ok(if has_calls && !stop {
+            StepOutcome::Continue
+        } else {
+            StepOutcome::Stop
+        })
+    }
+
+    /// One attempt: streams the answer, emitting each part and starting each finished tool call.
+    async fn stream_once(
+        &self,
+        llm: &dyn ChatProvider,
+        request: &ChatRequest<'_>,
+        dispatch: &Dispatch,
+    ) -> Result<Streamed, ChatError> {
+        let mut stream = llm.generate(ChatRequest { ..*request }).await?;
+        let mut streamed = Streamed {
+            parts: Vec::new(),
+            tool_calls: Vec::new(),
+            message_id: None,
+            usage: None,
+            results: Vec::new(),
+            running: FuturesUnordered::new(),
+        };
+        // The call still receiving argument deltas.
+        let mut open_call: Option<ToolCall> = None;
+        loop {
+            let event = tokio::select! {
+                event = stream.next() => event,
+                Some((index, result)) = streamed.running.next(), if !streamed.running.is_empty() => {
+                    self.emit_result(&result).await;
+                    streamed.results[index] = Some(result);
+                    continue;
+                }
+            };
+            let Some(event) = event else { break };
+            match event? {
+                StreamEvent::ToolCallPart(part) => {
+                    if let (Some(call), Some(piece)) = (open_call.as_mut(), part.arguments_part.as_deref()) {
+                        call.function
+                            .arguments
+                            .get_or_insert_with(String::new)
+                            .push_str(piece);
+                    }
+                    self.events.emit(Event::ToolCallPart(part)).await;
+                    continue;
+                }
+                StreamEvent::ToolCall(call) => {
+                    start_call(&mut streamed, open_call.take(), dispatch);
+                    self.events.emit(Event::ToolCall(call.clone())).await;
+                    open_call = Some(call);
+                }
+                StreamEvent::Part(part) => {
+                    start_call(&mut streamed, open_call.take(), dispatch);
+                    self.events.emit(Event::ContentPart(part.clone())).await;
+                    push_part(&mut streamed.parts, part);
+                }
+                StreamEvent::MessageId(id) => streamed.message_id = Some(id),
+                StreamEvent::Usage(usage) => streamed.usage = Some(usage),
+            }
+        }
+        start_call(&mut streamed, open_call.take(), dispatch);
+        let only_thinking = streamed.parts.iter().all(|p| matches!(p, ContentPart::Think(_)));
+        if streamed.tool_calls.is_empty() && only_thinking {
+            return Err(ChatError::EmptyResponse {
+                message: "The API returned an empty response.".to_owned(),
+            });
+        }
+        Ok(streamed)
+    }
+
+    fn status_update(&self, streamed: &Streamed) -> StatusUpdate {
+        let max = self.model.max_context_size;
+        let tokens = streamed.usage.as_ref().map(TokenUsage::input);
+        StatusUpdate {
+            context_usage: tokens.filter(|_| max > 0).map(|t| t as f64 / max as f64),
+            context_tokens: tokens,
+            max_context_tokens: tokens.map(|_| max),
+            token_usage: streamed.usage,
+            message_id: streamed.message_id.clone(),
+            plan_mode: Some(self.plan_mode()),
+            mcp_status: None,
+        }
+    }
+
+    async fn emit_result(&self, result: &CallResult) {
+        self.events
+            .emit(Event::ToolResult(ToolResult {
+                tool_call_id: result.tool_call_id.clone(),
+                return_value: result.value.clone(),
+            }))
+            .await;
+    }
+
+    /// Appends the step to the context. Nothing here awaits once the lock is held, so a cancel cannot
+    /// leave a tool call without its result in the history (reference: shielded).
+    async fn grow_context(
+        &self,
+        parts: Vec<ContentPart>,
+        tool_calls: Vec<ToolCall>,
+        usage: Option<TokenUsage>,
+        results: Vec<CallResult>,
+    ) -> Result<(), TurnError> {
+        let mut messages = vec![Message::assistant(parts, tool_calls)];
+        messages.extend(
+            results
+                .iter()
+                .map(|r| tool_result_message(&r.tool_call_id, &r.value)),
+        );
+        let mut context = self.context.lock().await;
+        if let Some(usage) = &usage {
+            context.update_token_count(usage.input()).map_err(internal)?;
+        }
+        let mut messages = messages.into_iter();
+        if let Some(assistant) = messages.next() {
+            context.append(assistant).map_err(internal)?;
+        }
+        if let Some(usage) = &usage {
+            context.update_token_count(usage.total()).map_err(internal)?;
+        }
+        for message in messages {
+            context.append(message).map_err(internal)?;
+        }
+        Ok(())
+    }
+}
+
+/// Starts a finished tool call (if any) and remembers it in call order.
+fn start_call(streamed: &mut Streamed, call: Option<ToolCall>, dispatch: &Dispatch) {
+    let Some(call) = call else { return };
+    let index = streamed.results.len();
+    streamed.results.push(None);
+    streamed.tool_calls.push(call.clone());
+    let dispatch = dispatch.clone();
+    streamed
+        .running
+        .push(Box::pin(async move { (index, dispatch.call(&call).await) }));
+}
+
+/// Appends a streamed part, joining it to the previous one as the reference's merged message does.
+fn push_part(parts: &mut Vec<ContentPart>, part: ContentPart) {
+    match (parts.last_mut(), part) {
+        (Some(ContentPart::Text(last)), ContentPart::Text(next)) => last.text.push_str(&next.text),
+        (Some(ContentPart::Think(last)), ContentPart::Think(next)) if last.encrypted.is_none() => {
+            last.think.push_str(&next.think);
+            last.encrypted = next.encrypted;
+        }
+        (_, part) => parts.push(part),
+    }
+}
+
+/// Exponential backoff with jitter: 0.3 s doubling, plus up to 0.5 s, capped at 5 s (reference tenacity
+/// `wait_exponential_jitter(initial=0.3, max=5, jitter=0.5)`).
+fn backoff(attempt: u32) -> Duration {
+    let base = 0.3 * f64::from(2u32.saturating_pow(attempt.saturating_sub(1)));
+    let jitter = f64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+            % 1000,
+    ) / 2000.0;
+    Duration::from_secs_f64((base + jitter).min(5.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_text_parts_merge_and_others_do_not() {
+        let mut parts = Vec::new();
+        push_part(&mut parts, ContentPart::text("a"));
+        push_part(&mut parts, ContentPart::text("b"));
+        push_part(&mut parts, ContentPart::think("t"));
+        push_part(&mut parts, ContentPart::think("u"));
+        push_part(&mut parts, ContentPart::text("c"));
+        assert_eq!(
+            parts,
+            vec![
+                ContentPart::text("ab"),
+                ContentPart::think("tu"),
+                ContentPart::text("c")
+            ]
+        );
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert!(backoff(1) >= Duration::from_millis(300) && backoff(1) <= Duration::from_millis(800));
+        assert!(backoff(2) >= Duration::from_millis(600));
+        assert!(backoff(10) <= Duration::from_secs(5));
+    }
+}

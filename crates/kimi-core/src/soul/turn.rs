@@ -1,0 +1,143 @@
+//! One turn: `TurnBegin`, the steps, `TurnEnd` on every path (reference `KimiSoul.run` / `_agent_loop`).
+
+use kimi_llm::Message;
+use kimi_wire::message::{
+    ContentPart, Event, SteerInput, StepBegin, StepInterrupted, TurnBegin, TurnEnd, UserInput,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::step::StepOutcome;
+use super::{Soul, TurnError, TurnOutcome};
+use crate::approval::ApprovalSource;
+
+impl Soul {
+    /// Runs one turn for `input`. Cancelling `cancel` stops it at once: the model stream and running
+    /// tools are dropped, pending approvals are rejected, and `TurnEnd` is still sent.
+    pub async fn run_turn(
+        &self,
+        input: UserInput,
+        cancel: CancellationToken,
+    ) -> Result<TurnOutcome, TurnError> {
+        // Stale steers from an earlier turn do not leak into this one.
+        let _ = self.take_steers();
+        self.events
+            .emit(Event::TurnBegin(TurnBegin {
+                user_input: input.clone(),
+            }))
+            .await;
+        let source = ApprovalSource::foreground_turn();
+        let result = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
+            result = self.turn_body(input, &source, &cancel) => result,
+        };
+        self.events.emit(Event::TurnEnd(TurnEnd {})).await;
+        self.approvals.cancel_source(&source.id).await;
+        self.flush(true).await;
+        result
+    }
+
+    async fn turn_body(
+        &self,
+        input: UserInput,
+        source: &ApprovalSource,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, TurnError> {
+        if let Some(outcome) = self.run_slash_command(&input).await {
+            return outcome;
+        }
+        if self.llm.is_none() {
+            return Err(TurnError::LlmNotSet);
+        }
+        let parts = input.to_parts();
+        self.check_capabilities(&parts)?;
+        {
+            let mut context = self.context.lock().await;
+            context.checkpoint().map_err(internal)?;
+            context.append(Message::user(parts)).map_err(internal)?;
+        }
+        self.agent_loop(source, cancel).await
+    }
+
+    async fn agent_loop(
+        &self,
+        source: &ApprovalSource,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, TurnError> {
+        let mut step_no: u32 = 0;
+        loop {
+            step_no += 1;
+            if step_no > self.settings.max_steps_per_turn {
+                return Ok(TurnOutcome::MaxStepsReached(self.settings.max_steps_per_turn));
+            }
+            self.events.emit(Event::StepBegin(StepBegin { n: step_no })).await;
+            self.context.lock().await.checkpoint().map_err(internal)?;
+            let outcome = match self.step(step_no, source, cancel).await {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    self.events.emit(Event::StepInterrupted(StepInterrupted {})).await;
+                    return Err(e);
+                }
+            };
+            self.flush(false).await;
+            let steered = self.consume_steers().await?;
+            match outcome {
+                StepOutcome::Continue => {}
+                StepOutcome::Stop if steered => {}
+                StepOutcome::Stop => return Ok(TurnOutcome::Finished),
+            }
+        }
+    }
+
+    /// Appends queued steers to the context, each followed by `SteerInput`. Returns whether any was taken.
+    async fn consume_steers(&self) -> Result<bool, TurnError> {
+        let steers = self.take_steers();
+        let any = !steers.is_empty();
+        for input in steers {
+            let parts = input.to_parts();
+            self.check_capabilities(&parts)?;
+            self.context
+                .lock()
+                .await
+                .append(Message::user(parts))
+                .map_err(internal)?;
+            self.events
+                .emit(Event::SteerInput(SteerInput { user_input: input }))
+                .await;
+        }
+        Ok(any)
+    }
+
+    /// Refuses input the model cannot take (reference `check_message`).
+    fn check_capabilities(&self, parts: &[ContentPart]) -> Result<(), TurnError> {
+        let mut missing: Vec<&str> = parts
+            .iter()
+            .filter_map(|part| match part {
+                ContentPart::ImageUrl(_) => Some("image_in"),
+                ContentPart::VideoUrl(_) => Some("video_in"),
+                ContentPart::Think(_) => Some("thinking"),
+                _ => None,
+            })
+            .filter(|cap| !self.model.capabilities.contains(*cap))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let noun = if missing.len() == 1 {
+            "capability"
+        } else {
+            "capabilities"
+        };
+        Err(TurnError::LlmNotSupported(format!(
+            "LLM model '{}' does not support required {noun}: {}.",
+            self.model.name,
+            missing.join(", ")
+        )))
+    }
+}
+
+pub(super) fn internal(e: impl std::fmt::Display) -> TurnError {
+    TurnError::Internal(format!("SessionFileError: {e}"))
+}

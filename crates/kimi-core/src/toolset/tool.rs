@@ -1,0 +1,128 @@
+//! What a tool is: a name, a description, a parameter schema, and a two-phase call.
+//!
+//! Phase one, [`Tool::plan`], validates the arguments and declares the call's [`Effect`] without doing
+//! anything. Phase two is the returned future, which the toolset polls only after hooks and approval have
+//! allowed it. Because approval is decided from the declared effect by the toolset, a tool cannot forget
+//! to ask (the reference leaves that to each tool; seeds/000 section 7).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use kimi_llm::ToolSpec;
+use kimi_wire::message::{DisplayBlock, ToolReturnValue};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// What running a call would do to the world outside the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Reads only; runs without asking and may run concurrently with other read-only calls.
+    ReadOnly,
+    /// Changes something; runs only when approved (or auto-approved).
+    SideEffect(ApprovalAsk),
+}
+
+/// The approval question a side-effecting call puts to the user, in the reference's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalAsk {
+    /// Stable key for "approve for this session" (e.g. `run command`, `edit file`).
+    pub action: String,
+    /// One line for the user (e.g. ``Run command `ls` ``).
+    pub description: String,
+    /// What to show (a shell block, a diff).
+    pub display: Vec<DisplayBlock>,
+    /// Files the call writes; plan mode only allows the plan file.
+    pub writes: Vec<PathBuf>,
+}
+
+/// Per-call facts a tool may need besides its own dependencies.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The model's id for this call.
+    pub tool_call_id: String,
+    /// The arguments exactly as the model sent them (external tools forward them unchanged).
+    pub raw_arguments: Option<String>,
+    /// Fires when the turn is cancelled; long-running tools should stop promptly.
+    pub cancel: CancellationToken,
+}
+
+/// A validated call, ready to run once allowed.
+pub struct Plan {
+    /// What the call would do.
+    pub effect: Effect,
+    /// The work itself; not started until polled.
+    pub run: BoxFuture<'static, ToolReturnValue>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("effect", &self.effect)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plan {
+    /// A read-only plan.
+    pub fn read_only(run: BoxFuture<'static, ToolReturnValue>) -> Self {
+        Self {
+            effect: Effect::ReadOnly,
+            run,
+        }
+    }
+
+    /// A plan that needs approval first.
+    pub fn side_effect(ask: ApprovalAsk, run: BoxFuture<'static, ToolReturnValue>) -> Self {
+        Self {
+            effect: Effect::SideEffect(ask),
+            run,
+        }
+    }
+}
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync + std::fmt::Debug {
+    /// Name, description and (sanitized, inlined) parameter schema, as the model sees them.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Validates `args` and returns the plan, or the tool result to give the model instead (bad args).
+    fn plan(
+        self: Arc<Self>,
+        args: Value,
+        ctx: CallContext,
+    ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>>;
+
+    /// Whether this tool comes from the wire client (external tools may be replaced by a re-`initialize`).
+    fn is_external(&self) -> bool {
+        false
+    }
+}
+
+/// Parses arguments into a tool's typed struct, with the reference's error text on failure.
+pub fn parse_args<T: DeserializeOwned>(args: Value) -> Result<T, ToolReturnValue> {
+    serde_json::from_value(args).map_err(|e| {
+        ToolReturnValue::error(
+            "",
+            format!("Error validating JSON arguments: {e}"),
+            "Invalid arguments",
+        )
+    })
+}
+
+/// The parameter schema of a typed args struct as the model should see it: draft 2020-12, every
+/// sub-schema inlined (Moonshot rejects `$ref`), no `$schema`/`title` noise.
+pub fn schema_for<T: schemars::JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("title");
+    }
+    schema
+}
