@@ -1,5 +1,30 @@
 //! The error a chat provider reports, classified the way the loop needs it.
 
+use std::time::{Duration, SystemTime};
+
+/// Parses a retry hint the way the OpenAI SDK does: `retry-after-ms`
+/// (milliseconds, fractional allowed) first, then `Retry-After` as seconds
+/// (fractional allowed) or as an HTTP date, measured from `now`. Negative,
+/// unparsable or absent values give `None`; a date in the past gives zero.
+pub(crate) fn parse_retry_after(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    now: SystemTime,
+) -> Option<Duration> {
+    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = retry_after?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
 /// Why a model call failed.
 ///
 /// The variants follow kosong's exception classes one to one, so the loop can
@@ -10,12 +35,22 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChatError {
     /// The API answered with an HTTP error status (`APIStatusError`).
+    ///
+    /// For a real HTTP answer the text follows the OpenAI SDK the reference
+    /// uses: `Error code: 429 - {'error': {...}}` when the body is JSON
+    /// (rendered as Python's `repr` of it), the stripped body otherwise, or
+    /// `Error code: 429` for an empty body.
     #[error("{message}")]
     Status {
         /// HTTP status code.
         status: u16,
         /// Human-readable text; this alone is what `Display` shows.
         message: String,
+        /// How long the server asked us to wait (`retry-after-ms` or
+        /// `Retry-After`), for the loop's backoff.
+        retry_after: Option<Duration>,
+        /// The server's `x-request-id`, for logs.
+        request_id: Option<String>,
     },
     /// The connection failed (`APIConnectionError`).
     #[error("{message}")]
@@ -48,6 +83,29 @@ impl ChatError {
     pub fn provider(message: impl Into<String>) -> Self {
         Self::Provider {
             message: message.into(),
+        }
+    }
+
+    /// A status error without a `Retry-After` hint or request id.
+    pub fn status(status: u16, message: impl Into<String>) -> Self {
+        Self::Status {
+            status,
+            message: message.into(),
+            retry_after: None,
+            request_id: None,
+        }
+    }
+
+    /// How long the server asked the client to wait before retrying, when it
+    /// said so (status errors only). The loop uses it in place of its own
+    /// backoff when it is longer.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Status { retry_after, .. } => *retry_after,
+            Self::Connection { .. }
+            | Self::Timeout { .. }
+            | Self::EmptyResponse { .. }
+            | Self::Provider { .. } => None,
         }
     }
 
@@ -101,14 +159,32 @@ mod tests {
 
     #[test]
     fn display_is_the_bare_message() {
-        let status = ChatError::Status {
-            status: 401,
-            message: "Token expired".into(),
-        };
+        let status = ChatError::status(401, "Token expired");
         assert_eq!(status.to_string(), "Token expired");
         assert_eq!(status.error_type(), "APIStatusError");
         assert_eq!(status.status_code(), Some(401));
         assert!(!status.is_retryable());
+        assert_eq!(status.retry_after(), None);
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(7));
+        let rows: [(Option<&str>, Option<&str>, Option<Duration>); 8] = [
+            (None, None, None),
+            (None, Some("2"), Some(Duration::from_secs(2))),
+            (None, Some(" 1.5 "), Some(Duration::from_millis(1500))),
+            (Some("250"), Some("9"), Some(Duration::from_millis(250))),
+            (Some("bad"), Some("3"), Some(Duration::from_secs(3))),
+            (None, Some(later.as_str()), Some(Duration::from_secs(7))),
+            (None, Some(earlier.as_str()), Some(Duration::ZERO)),
+            (None, Some("-1"), None),
+        ];
+        for (ms, header, expected) in rows {
+            assert_eq!(parse_retry_after(ms, header, now), expected, "{ms:?} {header:?}");
+        }
     }
 
     #[test]
@@ -124,17 +200,11 @@ mod tests {
             assert_eq!(err.status_code(), None);
         }
         for status in [429, 500, 502, 503, 504] {
-            let err = ChatError::Status {
-                status,
-                message: String::new(),
-            };
+            let err = ChatError::status(status, "");
             assert!(err.is_retryable(), "{status}");
         }
         for status in [400, 401, 403, 404, 408, 409, 529] {
-            let err = ChatError::Status {
-                status,
-                message: String::new(),
-            };
+            let err = ChatError::status(status, "");
             assert!(!err.is_retryable(), "{status}");
         }
     }

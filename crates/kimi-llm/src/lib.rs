@@ -9,19 +9,35 @@
 //!   classes, with their exact texts and retryability.
 //! - [`echo`]: the `_echo` and `_scripted_echo` test providers and the echo
 //!   DSL they stream.
+//! - [`openai`]: `kimi` and `openai_legacy`, streamed OpenAI-compatible chat
+//!   completions over our own tolerant request and chunk types
+//!   ([`OpenAiCompatConfig`], [`create`]); `stream.rs` decodes chunks,
+//!   `request.rs` builds bodies, `errors.rs` maps HTTP failures.
+//! - `assemble.rs`: tool-call deltas routed by id, then by index.
+//! - [`schema_sanitize`]: tool schemas and names in the shape Moonshot accepts.
+//! - [`chaos`]: `_chaos`, a wrapper that injects errors and truncated streams.
 //! - [`py_repr`] (`py.rs`): Python's `repr()` of a string, and the other
 //!   Python built-ins whose output reaches interface strings.
 //!
 //! Content parts, tool calls and token usage are the wire's own types
 //! (`kimi_wire::message`), so what a provider streams goes out unchanged.
 
+mod assemble;
+pub mod chaos;
 pub mod echo;
 mod error;
 mod message;
+pub mod openai;
 mod provider;
 mod py;
+pub mod schema_sanitize;
 
+pub use chaos::{ChaosConfig, ChaosProvider};
 pub use error::ChatError;
 pub use message::{Message, Role};
+pub use openai::{
+    CompletionBudget, Flavor, OpenAiCompatConfig, OpenAiCompatProvider, UserAgent, create,
+    install_tls_provider,
+};
 pub use provider::{ChatProvider, ChatRequest, ChatStream, StreamEvent, ToolSpec};
 pub use py::py_repr;

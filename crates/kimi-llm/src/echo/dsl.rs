@@ -294,10 +294,10 @@ fn simulated_error(payload: &str, lineno: usize, raw_line: &str) -> ChatError {
             message: message("Simulated timeout error".to_owned()),
         },
         _ => match parse_int(first) {
-            Some(code) => ChatError::Status {
-                status: u16::try_from(code.max(0)).unwrap_or(u16::MAX),
-                message: message(format!("Simulated {code} error")),
-            },
+            Some(code) => ChatError::status(
+                u16::try_from(code.max(0)).unwrap_or(u16::MAX),
+                message(format!("Simulated {code} error")),
+            ),
             None => ChatError::provider(format!(
                 "Invalid error spec at line {lineno}: expected status code or \
                  'connection'/'timeout', got {}",
@@ -539,19 +539,10 @@ mod tests {
                 "bogus: value",
                 ChatError::provider("Unknown echo DSL kind 'bogus' at line 1: 'bogus: value'"),
             ),
-            (
-                "error: 429",
-                ChatError::Status {
-                    status: 429,
-                    message: "Simulated 429 error".into(),
-                },
-            ),
+            ("error: 429", ChatError::status(429, "Simulated 429 error")),
             (
                 "error: 401 Token expired",
-                ChatError::Status {
-                    status: 401,
-                    message: "Token expired".into(),
-                },
+                ChatError::status(401, "Token expired"),
             ),
             (
                 "error: connection",
@@ -590,10 +581,7 @@ mod tests {
             ),
             (
                 "text: streamed? no\nerror: 503",
-                ChatError::Status {
-                    status: 503,
-                    message: "Simulated 503 error".into(),
-                },
+                ChatError::status(503, "Simulated 503 error"),
             ),
             (
                 "usage: output=abc",

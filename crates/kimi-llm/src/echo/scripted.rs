@@ -334,10 +334,7 @@ mod tests {
         assert_eq!(call(&provider).await, Ok(vec![text("one"), text("two")]));
         assert_eq!(
             call(&provider).await,
-            Err(ChatError::Status {
-                status: 503,
-                message: "Simulated 503 error".into()
-            })
+            Err(ChatError::status(503, "Simulated 503 error"))
         );
         assert_eq!(
             call(&provider).await,
