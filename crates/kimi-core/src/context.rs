@@ -19,6 +19,8 @@ pub struct Context {
     system_prompt: String,
     messages: Vec<Message>,
     token_count: u64,
+    /// Tokens estimated for messages appended since the provider last reported usage.
+    pending_estimate: u64,
     next_checkpoint: u64,
     file: Option<LineWriter>,
 }
@@ -42,6 +44,7 @@ impl Context {
             system_prompt,
             messages: Vec::new(),
             token_count: 0,
+            pending_estimate: 0,
             next_checkpoint: 0,
             file: None,
         }
@@ -72,9 +75,13 @@ impl Context {
                 }
                 Some("_usage") => {
                     context.token_count = value.get("token_count").and_then(Value::as_u64).unwrap_or(0);
+                    context.pending_estimate = 0;
                 }
                 Some(_) => match decode_message(value) {
-                    Some(message) => context.messages.push(message),
+                    Some(message) => {
+                        context.pending_estimate += estimate_tokens(std::slice::from_ref(&message));
+                        context.messages.push(message);
+                    }
                     None => skipped += 1,
                 },
                 None => skipped += 1,
@@ -107,6 +114,31 @@ impl Context {
         self.token_count
     }
 
+    /// The token count plus an estimate for what was appended since (reference
+    /// `token_count_with_pending`); decides auto-compaction.
+    pub fn token_count_with_pending(&self) -> u64 {
+        self.token_count + self.pending_estimate
+    }
+
+    /// Has a checkpoint been written since the context was started or cleared?
+    pub fn has_checkpoints(&self) -> bool {
+        self.next_checkpoint > 0
+    }
+
+    /// Moves the file to the next free `context_N.jsonl` and starts over with only the system prompt
+    /// (reference `Context.clear` followed by writing the system prompt).
+    pub async fn clear(&mut self) -> Result<(), WriteError> {
+        if let Some(file) = &self.file {
+            let target = next_rotation_path(file.path()).await;
+            file.rotate(target).await?;
+        }
+        self.messages.clear();
+        self.token_count = 0;
+        self.pending_estimate = 0;
+        self.next_checkpoint = 0;
+        self.write(json!({"role": "_system_prompt", "content": self.system_prompt}))
+    }
+
     /// Has anything been said yet?
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
@@ -122,6 +154,7 @@ impl Context {
     /// Appends a message.
     pub fn append(&mut self, message: Message) -> Result<(), WriteError> {
         let record = encode_message(&message);
+        self.pending_estimate += estimate_tokens(std::slice::from_ref(&message));
         self.messages.push(message);
         self.write(record)
     }
@@ -129,6 +162,7 @@ impl Context {
     /// Records the token count reported by the provider.
     pub fn update_token_count(&mut self, token_count: u64) -> Result<(), WriteError> {
         self.token_count = token_count;
+        self.pending_estimate = 0;
         self.write(json!({"role": "_usage", "token_count": token_count}))
     }
 
@@ -146,6 +180,34 @@ impl Context {
             Some(file) => file.append(record.to_string()),
             None => Ok(()),
         }
+    }
+}
+
+/// Tokens estimated from the text of `messages`: characters / 4 (reference `estimate_text_tokens`).
+pub fn estimate_tokens(messages: &[Message]) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(ContentPart::as_text)
+        .map(|t| t.chars().count())
+        .sum();
+    (chars / 4) as u64
+}
+
+/// `context_1.jsonl`, `context_2.jsonl`, ...: the first that does not exist yet.
+async fn next_rotation_path(path: &Path) -> std::path::PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "context".into());
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut n = 1u32;
+    loop {
+        let candidate = dir.join(format!("{stem}_{n}.jsonl"));
+        if !tokio::fs::try_exists(&candidate).await.unwrap_or(false) {
+            return candidate;
+        }
+        n += 1;
     }
 }
 

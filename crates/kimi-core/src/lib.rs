@@ -13,10 +13,12 @@
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
+pub mod agent_spec;
 pub mod approval;
 pub mod config;
 pub mod context;
 pub mod events;
+pub mod hooks;
 pub mod llm;
 pub mod paths;
 pub mod prompt;

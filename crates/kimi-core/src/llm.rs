@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kimi_llm::ChatProvider;
 use kimi_llm::echo::{EchoProvider, ScriptedEchoProvider};
+use kimi_llm::{
+    ChaosConfig, ChaosProvider, ChatProvider, CompletionBudget, Flavor, OpenAiCompatConfig, UserAgent,
+};
 
-use crate::config::{Env, ProviderType, ResolvedModel};
+use crate::config::{CompletionCap, Env, ProviderType, ResolvedModel, ThinkingSwitch};
 use crate::soul::ModelInfo;
 
 /// Why no provider could be built although one is configured.
@@ -16,8 +18,21 @@ pub enum LlmError {
     #[error("{0}")]
     Setup(String),
     /// A provider type this build does not implement.
-    #[error("provider type `{0}` is not supported by kimi-agent yet")]
+    #[error("provider type `{0}` is not supported by kimi-agent")]
     Unsupported(&'static str),
+}
+
+/// Per-run inputs of a provider besides the resolved model.
+#[derive(Debug, Clone)]
+pub struct ProviderOptions {
+    /// `--thinking` / `--no-thinking`, or `default_thinking`.
+    pub thinking: Option<bool>,
+    /// The session id (Kimi's `prompt_cache_key`).
+    pub session_id: String,
+    /// `loop_control.reserved_context_size`.
+    pub reserved_context_size: u64,
+    /// The User-Agent handle; `initialize` adds the client's name to it.
+    pub user_agent: UserAgent,
 }
 
 /// The provider for `resolved`, or `None` when no LLM is set (the turn then answers -32001).
@@ -26,6 +41,7 @@ pub enum LlmError {
 pub fn create_provider(
     resolved: &ResolvedModel,
     process_env: &Env,
+    options: &ProviderOptions,
 ) -> Result<Option<Arc<dyn ChatProvider>>, LlmError> {
     if !resolved.is_llm_set() {
         return Ok(None);
@@ -39,9 +55,50 @@ pub fn create_provider(
         ProviderType::ScriptedEcho => {
             Arc::new(ScriptedEchoProvider::from_env(&env).map_err(|e| LlmError::Setup(e.to_string()))?)
         }
+        ProviderType::Kimi => openai_compat(Flavor::Kimi, resolved, options)?,
+        ProviderType::OpenAiLegacy => openai_compat(Flavor::OpenAiLegacy, resolved, options)?,
+        ProviderType::Chaos => {
+            let inner = openai_compat(Flavor::Kimi, resolved, options)?;
+            let config = ChaosConfig::default().with_env(|key| env.get(key).cloned());
+            Arc::new(ChaosProvider::new(inner, config))
+        }
         other => return Err(LlmError::Unsupported(other.as_str())),
     };
     Ok(Some(provider))
+}
+
+fn openai_compat(
+    flavor: Flavor,
+    resolved: &ResolvedModel,
+    options: &ProviderOptions,
+) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    let provider = &resolved.provider;
+    let mut config = OpenAiCompatConfig::new(
+        flavor,
+        provider.base_url.clone(),
+        provider.api_key.expose().to_owned(),
+        resolved.model.model.clone(),
+    );
+    config.custom_headers = provider.custom_headers.clone().unwrap_or_default();
+    config.reasoning_key = provider.reasoning_key.clone();
+    config.temperature = resolved.generation.temperature;
+    config.top_p = resolved.generation.top_p;
+    config.max_completion_tokens = match resolved.generation.max_completion_tokens {
+        None => CompletionBudget::Auto,
+        Some(CompletionCap::Limit(n)) => CompletionBudget::Cap(n),
+        Some(CompletionCap::Unlimited) => CompletionBudget::Unlimited,
+    };
+    config.max_context_size = resolved.model.max_context_size;
+    config.reserved_context_size = options.reserved_context_size;
+    config.thinking = match resolved.thinking_switch(options.thinking) {
+        ThinkingSwitch::On => Some(true),
+        ThinkingSwitch::Off => Some(false),
+        ThinkingSwitch::Unchanged => None,
+    };
+    config.thinking_keep = resolved.generation.thinking_keep.clone();
+    config.session_id = Some(options.session_id.clone());
+    config.user_agent = options.user_agent.clone();
+    kimi_llm::create(config).map_err(|e| LlmError::Setup(e.to_string()))
 }
 
 /// The facts the loop needs about the model.

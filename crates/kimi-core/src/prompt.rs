@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The default agent's system prompt template.
-pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("prompts/system.md");
+pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("agents/default/system.md");
 
 /// AGENTS.md text beyond this is cut (reference: 32 KiB).
 const AGENTS_MD_LIMIT: usize = 32 * 1024;

@@ -4,7 +4,6 @@
 //! error codes, registers external tools, and keeps the session's files (`state.json`, `kimi.json`)
 //! current.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,8 +51,8 @@ pub struct AgentInfo {
     pub server: ServerInfo,
     /// The share dir (`kimi.json` lives there).
     pub share_dir: PathBuf,
-    /// Configured shell hooks, counted per event for `initialize`.
-    pub configured_hooks: BTreeMap<String, u32>,
+    /// The provider's User-Agent; `initialize` appends the client's name and version.
+    pub user_agent: kimi_llm::UserAgent,
 }
 
 /// The agent behind one wire connection.
@@ -180,12 +179,7 @@ impl WireAgent for CoreAgent {
             external_tools,
             hooks: HooksInfo {
                 supported_events: HOOK_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
-                configured: self
-                    .info
-                    .configured_hooks
-                    .iter()
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect(),
+                configured: self.soul.hooks().configured_counts().into_iter().collect(),
             },
             capabilities: ServerCapabilities {
                 supports_question: true,

@@ -99,7 +99,7 @@ impl Soul {
         input: &UserInput,
     ) -> Option<Result<TurnOutcome, TurnError>> {
         let UserInput::Text(text) = input else { return None };
-        let (name, _args) = parse(text.trim_start())?;
+        let (name, args) = parse(text.trim_start())?;
         let canonical = COMMANDS
             .iter()
             .find(|c| c.name == name || c.aliases.contains(&name))
@@ -138,7 +138,26 @@ impl Soul {
                 }
             }
             Some("clear") => {
+                if let Err(e) = self.context.lock().await.clear().await {
+                    return Some(Err(TurnError::Internal(format!("SessionFileError: {e}"))));
+                }
                 self.say("The context has been cleared.").await;
+                self.events
+                    .emit(Event::StatusUpdate(self.context_status().await))
+                    .await;
+            }
+            Some("compact") => {
+                if !self.context.lock().await.has_checkpoints() {
+                    self.say("The context is empty.").await;
+                    return Some(Ok(TurnOutcome::Finished));
+                }
+                if self.llm.is_none() {
+                    return Some(Err(TurnError::LlmNotSet));
+                }
+                if let Err(e) = self.compact(crate::soul::CompactionTrigger::Manual, args).await {
+                    return Some(Err(e));
+                }
+                self.say("The context has been compacted.").await;
                 self.events
                     .emit(Event::StatusUpdate(self.context_status().await))
                     .await;

@@ -25,6 +25,9 @@ struct Record<'a> {
 #[derive(Debug)]
 pub struct WireRecorder {
     writer: LineWriter,
+    /// Whether the file holds (or will hold) any record besides the header; an empty session is
+    /// deleted on exit.
+    has_records: std::sync::atomic::AtomicBool,
     /// The last message, held back while later deltas may still merge into it.
     held: Mutex<Option<WireMessage>>,
 }
@@ -32,10 +35,7 @@ pub struct WireRecorder {
 impl WireRecorder {
     /// Opens (or creates) `path`; a new or empty file gets the metadata header.
     pub async fn open(path: &Path) -> Self {
-        let needs_header = tokio::fs::metadata(path)
-            .await
-            .map(|m| m.len() == 0)
-            .unwrap_or(true);
+        let (needs_header, has_records) = inspect(path).await;
         let writer = LineWriter::spawn(path);
         if needs_header {
             let header =
@@ -44,12 +44,14 @@ impl WireRecorder {
         }
         Self {
             writer,
+            has_records: has_records.into(),
             held: Mutex::new(None),
         }
     }
 
     /// Records one message, merging it into the held one where the reference would.
     pub async fn record(&self, message: WireMessage) -> Result<(), WriteError> {
+        self.has_records.store(true, std::sync::atomic::Ordering::Relaxed);
         let ready = {
             let mut held = self
                 .held
@@ -75,6 +77,11 @@ impl WireRecorder {
             Some(message) => self.write(&message).await,
             None => Ok(()),
         }
+    }
+
+    /// Has anything been recorded in this session (now or earlier)?
+    pub fn has_records(&self) -> bool {
+        self.has_records.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Writes out the held message and waits until the OS has everything.
@@ -114,6 +121,25 @@ impl WireRecorder {
             }
         }
     }
+}
+
+/// Whether `path` lacks a header (missing or empty) and whether it holds records, without reading a
+/// possibly large file: only its first line and its length are looked at.
+async fn inspect(path: &Path) -> (bool, bool) {
+    use tokio::io::AsyncBufReadExt;
+    let Ok(file) = tokio::fs::File::open(path).await else {
+        return (true, false);
+    };
+    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+    if len == 0 {
+        return (true, false);
+    }
+    let mut first = String::new();
+    let mut reader = tokio::io::BufReader::new(file);
+    let _ = reader.read_line(&mut first).await;
+    let is_header = first.contains("\"metadata\"");
+    let has_records = if is_header { len > first.len() as u64 } else { true };
+    (false, has_records)
 }
 
 /// Merges `next` into `held` when the reference's merged stream would; returns whether it did.

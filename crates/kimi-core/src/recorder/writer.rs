@@ -13,6 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 
 enum Command {
     Line(String),
+    /// Move the file to the given path and start a new, empty one at the original path.
+    Rotate(PathBuf, oneshot::Sender<Result<(), String>>),
     Flush(oneshot::Sender<Result<(), String>>),
     Sync(oneshot::Sender<Result<(), String>>),
 }
@@ -67,6 +69,21 @@ impl LineWriter {
         self.ack(Command::Sync).await
     }
 
+    /// Moves everything written so far to `to` and continues in a new, empty file (`/clear`,
+    /// compaction). Records queued before the call go to the old file.
+    pub async fn rotate(&self, to: PathBuf) -> Result<(), WriteError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Command::Rotate(to, tx)).map_err(|_| self.closed())?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(WriteError {
+                path: self.path.clone(),
+                message,
+            }),
+            Err(_) => Err(self.closed()),
+        }
+    }
+
     async fn ack(&self, make: fn(oneshot::Sender<Result<(), String>>) -> Command) -> Result<(), WriteError> {
         let (tx, rx) = oneshot::channel();
         self.tx.send(make(tx)).map_err(|_| self.closed())?;
@@ -106,6 +123,22 @@ async fn run(path: PathBuf, mut rx: mpsc::UnboundedReceiver<Command>) {
                     tracing::error!(path = %path.display(), error = %e, "session file write failed");
                     failure = Some(e.to_string());
                 }
+            }
+            Command::Rotate(to, ack) => {
+                let result = async {
+                    if let Some(mut f) = file.take() {
+                        f.flush().await?;
+                    }
+                    tokio::fs::rename(&path, &to).await?;
+                    // The new file exists at once, even before its first record.
+                    tokio::fs::File::create(&path).await.map(drop)
+                }
+                .await
+                .map_err(|e| e.to_string());
+                if let Err(message) = &result {
+                    tracing::error!(path = %path.display(), error = %message, "rotation failed");
+                }
+                let _ = ack.send(result);
             }
             Command::Flush(ack) => {
                 let result = match (&failure, file.as_mut()) {
@@ -162,6 +195,22 @@ mod tests {
         writer.append("{\"b\":2}".into()).unwrap();
         writer.sync().await.unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"b\":2}\n");
+    }
+
+    #[tokio::test]
+    async fn rotation_moves_the_old_records_and_starts_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        let writer = LineWriter::spawn(&path);
+        writer.append("old".into()).unwrap();
+        writer.rotate(dir.path().join("context_1.jsonl")).await.unwrap();
+        writer.append("new".into()).unwrap();
+        writer.flush().await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("context_1.jsonl")).unwrap(),
+            "old\n"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! The agent loop: a turn is a sequence of steps; a step is one model call plus the tool calls it asked
 //! for. See [`Soul::run_turn`].
 
+mod compaction;
 mod message;
 mod step;
 mod turn;
@@ -15,8 +16,10 @@ use kimi_wire::message::UserInput;
 use crate::approval::ApprovalRuntime;
 use crate::context::Context;
 use crate::events::EventSink;
-use crate::toolset::Toolset;
+use crate::hooks::HookEngine;
+use crate::toolset::{DedupTracker, Toolset};
 
+pub(crate) use compaction::CompactionTrigger;
 pub use message::{system, tool_result_message};
 
 /// Loop limits (config `loop_control`, overridable by flags).
@@ -92,8 +95,11 @@ pub struct Soul {
     pub(crate) toolset: Arc<Toolset>,
     pub(crate) approvals: Arc<ApprovalRuntime>,
     pub(crate) events: EventSink,
+    pub(crate) hooks: Arc<HookEngine>,
     steers: Mutex<VecDeque<UserInput>>,
     plan_mode: AtomicBool,
+    /// Repeat detection across the steps of a turn (no await while held).
+    pub(crate) dedup: Mutex<DedupTracker>,
 }
 
 /// Everything a [`Soul`] is built from.
@@ -113,6 +119,8 @@ pub struct SoulParts {
     pub approvals: Arc<ApprovalRuntime>,
     /// Event output.
     pub events: EventSink,
+    /// Hook engine.
+    pub hooks: Arc<HookEngine>,
     /// Plan mode at start.
     pub plan_mode: bool,
 }
@@ -128,8 +136,10 @@ impl Soul {
             toolset: parts.toolset,
             approvals: parts.approvals,
             events: parts.events,
+            hooks: parts.hooks,
             steers: Mutex::new(VecDeque::new()),
             plan_mode: AtomicBool::new(parts.plan_mode),
+            dedup: Mutex::new(DedupTracker::new()),
         }
     }
 
@@ -162,6 +172,11 @@ impl Soul {
         &self.toolset
     }
 
+    /// The hook engine.
+    pub fn hooks(&self) -> &Arc<HookEngine> {
+        &self.hooks
+    }
+
     /// The event sink.
     pub fn events(&self) -> &EventSink {
         &self.events
@@ -184,12 +199,14 @@ impl Soul {
         }
     }
 
-    /// Has the session any conversation yet?
+    /// Has the session no conversation at all (reference `Session.is_empty`: no wire records and no
+    /// messages in the context)?
     pub async fn is_empty(&self) -> bool {
-        self.context.lock().await.is_empty()
+        let recorded = self.events.recorder().is_some_and(|r| r.has_records());
+        !recorded && self.context.lock().await.is_empty()
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -16,11 +16,12 @@ use kimi_llm::{ChatError, ChatProvider, ChatRequest, Message, StreamEvent};
 use kimi_wire::message::{ContentPart, Event, StatusUpdate, StepRetry, TokenUsage, ToolCall, ToolResult};
 use tokio_util::sync::CancellationToken;
 
+use super::lock;
 use super::message::tool_result_message;
 use super::turn::internal;
 use super::{Soul, TurnError};
 use crate::approval::ApprovalSource;
-use crate::toolset::{CallResult, Dispatch};
+use crate::toolset::{CallResult, Dispatch, StepVerdict};
 
 /// Whether the loop goes on after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,13 +55,13 @@ impl Soul {
             (context.system_prompt().to_owned(), context.messages().to_vec())
         };
         let tools = self.toolset.specs();
-        let dispatch = Dispatch {
-            toolset: Arc::clone(&self.toolset),
-            approvals: Arc::clone(&self.approvals),
-            source: source.clone(),
-            exclusive: Arc::new(tokio::sync::Mutex::new(())),
-            cancel: cancel.clone(),
-        };
+        let dispatch = Dispatch::for_step(
+            Arc::clone(&self.toolset),
+            Arc::clone(&self.approvals),
+            Arc::clone(&self.hooks),
+            source.clone(),
+            cancel.clone(),
+        );
         let request = ChatRequest {
             system_prompt: &system_prompt,
             tools: &tools,
@@ -69,6 +70,7 @@ impl Soul {
         let max_attempts = self.settings.max_retries_per_step.max(1);
         let mut attempt = 1;
         let mut streamed = loop {
+            lock(&self.dedup).begin_step();
             match self.stream_once(llm.as_ref(), &request, &dispatch).await {
                 Ok(streamed) => break streamed,
                 Err(e) if e.is_retryable() && attempt < max_attempts => {
@@ -99,7 +101,11 @@ impl Soul {
             streamed.results[index] = Some(result);
         }
         let results: Vec<CallResult> = streamed.results.into_iter().flatten().collect();
-        let stop = results.iter().any(|r| r.rejected_without_feedback);
+        let repeat_stop = lock(&self.dedup).end_step() == StepVerdict::ForceStop;
+        if repeat_stop {
+            tracing::warn!(step = n, "the same tool calls kept repeating; ending the turn");
+        }
+        let stop = repeat_stop || results.iter().any(|r| r.rejected_without_feedback);
         let has_calls = !streamed.tool_calls.is_empty();
         self.grow_context(streamed.parts, streamed.tool_calls, streamed.usage, results)
             .await?;
@@ -150,12 +156,12 @@ impl Soul {
                     continue;
                 }
                 StreamEvent::ToolCall(call) => {
-                    start_call(&mut streamed, open_call.take(), dispatch);
+                    self.start_call(&mut streamed, open_call.take(), dispatch);
                     self.events.emit(Event::ToolCall(call.clone())).await;
                     open_call = Some(call);
                 }
                 StreamEvent::Part(part) => {
-                    start_call(&mut streamed, open_call.take(), dispatch);
+                    self.start_call(&mut streamed, open_call.take(), dispatch);
                     self.events.emit(Event::ContentPart(part.clone())).await;
                     push_part(&mut streamed.parts, part);
                 }
@@ -163,7 +169,7 @@ impl Soul {
                 StreamEvent::Usage(usage) => streamed.usage = Some(usage),
             }
         }
-        start_call(&mut streamed, open_call.take(), dispatch);
+        self.start_call(&mut streamed, open_call.take(), dispatch);
         let only_thinking = streamed.parts.iter().all(|p| matches!(p, ContentPart::Think(_)));
         if streamed.tool_calls.is_empty() && only_thinking {
             return Err(ChatError::EmptyResponse {
@@ -171,6 +177,18 @@ impl Soul {
             });
         }
         Ok(streamed)
+    }
+
+    /// Starts a finished tool call (if any) and remembers it in call order.
+    fn start_call(&self, streamed: &mut Streamed, call: Option<ToolCall>, dispatch: &Dispatch) {
+        let Some(call) = call else { return };
+        let index = streamed.results.len();
+        streamed.results.push(None);
+        streamed.tool_calls.push(call.clone());
+        let running = dispatch.start(call, &mut lock(&self.dedup));
+        streamed
+            .running
+            .push(Box::pin(async move { (index, running.await) }));
     }
 
     fn status_update(&self, streamed: &Streamed) -> StatusUpdate {
@@ -230,17 +248,6 @@ impl Soul {
 }
 
 /// Starts a finished tool call (if any) and remembers it in call order.
-fn start_call(streamed: &mut Streamed, call: Option<ToolCall>, dispatch: &Dispatch) {
-    let Some(call) = call else { return };
-    let index = streamed.results.len();
-    streamed.results.push(None);
-    streamed.tool_calls.push(call.clone());
-    let dispatch = dispatch.clone();
-    streamed
-        .running
-        .push(Box::pin(async move { (index, dispatch.call(&call).await) }));
-}
-
 /// Appends a streamed part, joining it to the previous one as the reference's merged message does.
 fn push_part(parts: &mut Vec<ContentPart>, part: ContentPart) {
     match (parts.last_mut(), part) {
@@ -255,7 +262,7 @@ fn push_part(parts: &mut Vec<ContentPart>, part: ContentPart) {
 
 /// Exponential backoff with jitter: 0.3 s doubling, plus up to 0.5 s, capped at 5 s (reference tenacity
 /// `wait_exponential_jitter(initial=0.3, max=5, jitter=0.5)`).
-fn backoff(attempt: u32) -> Duration {
+pub(super) fn backoff(attempt: u32) -> Duration {
     let base = 0.3 * f64::from(2u32.saturating_pow(attempt.saturating_sub(1)));
     let jitter = f64::from(
         std::time::SystemTime::now()

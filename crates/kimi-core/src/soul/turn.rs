@@ -6,9 +6,12 @@ use kimi_wire::message::{
 };
 use tokio_util::sync::CancellationToken;
 
+use super::compaction::CompactionTrigger;
 use super::step::StepOutcome;
 use super::{Soul, TurnError, TurnOutcome};
 use crate::approval::ApprovalSource;
+use crate::config::HookEvent;
+use crate::hooks::{HookDecision, input as hook_input};
 
 impl Soul {
     /// Runs one turn for `input`. Cancelling `cancel` stops it at once: the model stream and running
@@ -20,21 +23,71 @@ impl Soul {
     ) -> Result<TurnOutcome, TurnError> {
         // Stale steers from an earlier turn do not leak into this one.
         let _ = self.take_steers();
+        super::lock(&self.dedup).reset();
+        let prompt = match &input {
+            UserInput::Text(text) => text.clone(),
+            UserInput::Parts(_) => String::new(),
+        };
+        let submitted = self
+            .hooks
+            .trigger(
+                HookEvent::UserPromptSubmit,
+                &prompt,
+                hook_input::user_prompt_submit(&prompt),
+            )
+            .await;
         self.events
             .emit(Event::TurnBegin(TurnBegin {
                 user_input: input.clone(),
             }))
             .await;
+        if let HookDecision::Block { reason, .. } = submitted {
+            let text = if reason.is_empty() {
+                "Prompt blocked by hook.".to_owned()
+            } else {
+                reason
+            };
+            self.events
+                .emit(Event::ContentPart(ContentPart::text(text)))
+                .await;
+            self.events.emit(Event::TurnEnd(TurnEnd {})).await;
+            return Ok(TurnOutcome::Finished);
+        }
         let source = ApprovalSource::foreground_turn();
         let result = tokio::select! {
             biased;
             () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
-            result = self.turn_body(input, &source, &cancel) => result,
+            result = self.turn_with_stop_hook(input, &source, &cancel) => result,
         };
         self.events.emit(Event::TurnEnd(TurnEnd {})).await;
         self.approvals.cancel_source(&source.id).await;
         self.flush(true).await;
         result
+    }
+
+    /// The turn body, then the `Stop` hook: a block with a reason runs the body once more with that
+    /// reason as the user's input (reference: at most once).
+    async fn turn_with_stop_hook(
+        &self,
+        input: UserInput,
+        source: &ApprovalSource,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, TurnError> {
+        let outcome = self.turn_body(input, source, cancel).await?;
+        if outcome != TurnOutcome::Finished {
+            return Ok(outcome);
+        }
+        let decision = self
+            .hooks
+            .trigger(HookEvent::Stop, "", hook_input::stop(false))
+            .await;
+        match decision.stop_continuation() {
+            Some(reason) => {
+                self.turn_body(UserInput::Text(reason.to_owned()), source, cancel)
+                    .await
+            }
+            None => Ok(outcome),
+        }
     }
 
     async fn turn_body(
@@ -71,13 +124,15 @@ impl Soul {
                 return Ok(TurnOutcome::MaxStepsReached(self.settings.max_steps_per_turn));
             }
             self.events.emit(Event::StepBegin(StepBegin { n: step_no })).await;
+            if self.should_auto_compact().await
+                && let Err(e) = self.compact(CompactionTrigger::Auto, "").await
+            {
+                return Err(self.step_failed(e).await);
+            }
             self.context.lock().await.checkpoint().map_err(internal)?;
             let outcome = match self.step(step_no, source, cancel).await {
                 Ok(outcome) => outcome,
-                Err(e) => {
-                    self.events.emit(Event::StepInterrupted(StepInterrupted {})).await;
-                    return Err(e);
-                }
+                Err(e) => return Err(self.step_failed(e).await),
             };
             self.flush(false).await;
             let steered = self.consume_steers().await?;
@@ -87,6 +142,20 @@ impl Soul {
                 StepOutcome::Stop => return Ok(TurnOutcome::Finished),
             }
         }
+    }
+
+    /// `StepInterrupted`, then the `StopFailure` hook in the background (matcher: the error's class).
+    async fn step_failed(&self, error: TurnError) -> TurnError {
+        self.events.emit(Event::StepInterrupted(StepInterrupted {})).await;
+        let kind = match &error {
+            TurnError::Provider(e) => e.error_type().to_owned(),
+            TurnError::LlmNotSet => "LLMNotSet".to_owned(),
+            TurnError::LlmNotSupported(_) => "LLMNotSupported".to_owned(),
+            TurnError::Internal(_) => "RuntimeError".to_owned(),
+        };
+        let input = hook_input::stop_failure(&kind, &error.to_string());
+        self.hooks.trigger_detached(HookEvent::StopFailure, kind, input);
+        error
     }
 
     /// Appends queued steers to the context, each followed by `SteerInput`. Returns whether any was taken.

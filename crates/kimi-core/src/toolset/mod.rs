@@ -5,18 +5,25 @@
 //! starts as soon as the model finishes streaming it; read-only calls run concurrently, side-effecting
 //! calls run one at a time in the order they were approved.
 
+mod dedup;
 mod external;
 mod tool;
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
 
+use futures::future::BoxFuture;
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{ToolCall, ToolReturnValue};
 use serde_json::Value;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalRuntime, ApprovalSource, Verdict};
+use crate::config::HookEvent;
+use crate::hooks::{HookDecision, HookEngine, input as hook_input};
+use dedup::Verdict as DedupVerdict;
+pub use dedup::{CallKey, DedupTracker, Reminder, ReminderLevel, StepVerdict, append_reminder};
 pub use external::{ExternalTool, SchemaError};
 pub use tool::{ApprovalAsk, CallContext, Effect, Plan, Tool, parse_args, schema_for};
 
@@ -95,6 +102,12 @@ pub struct CallResult {
     pub rejected_without_feedback: bool,
 }
 
+/// A call's final result and whether it was a rejection without feedback.
+type Outcome = (ToolReturnValue, bool);
+
+/// Results of a step's calls by tool call id, published when each finishes.
+pub type InFlight = Arc<Mutex<HashMap<String, watch::Receiver<Option<Outcome>>>>>;
+
 /// Everything a call needs besides the tool itself.
 #[derive(Clone, Debug)]
 pub struct Dispatch {
@@ -108,33 +121,113 @@ pub struct Dispatch {
     pub exclusive: Arc<tokio::sync::Mutex<()>>,
     /// The turn's cancellation.
     pub cancel: CancellationToken,
+    /// Results of this step's calls, for identical calls that join them.
+    pub in_flight: InFlight,
+    /// Hook engine (PreToolUse may block a call; PostToolUse observes it).
+    pub hooks: Arc<HookEngine>,
 }
 
 impl Dispatch {
-    /// Runs one call through the whole pipeline.
-    pub async fn call(&self, call: &ToolCall) -> CallResult {
-        let tool_call_id = call.id.clone();
-        let (value, rejected_without_feedback) = self.call_inner(call).await;
-        CallResult {
-            tool_call_id,
-            value,
-            rejected_without_feedback,
+    /// A dispatcher for one step.
+    pub fn for_step(
+        toolset: Arc<Toolset>,
+        approvals: Arc<ApprovalRuntime>,
+        hooks: Arc<HookEngine>,
+        source: ApprovalSource,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            toolset,
+            approvals,
+            source,
+            exclusive: Arc::new(tokio::sync::Mutex::new(())),
+            cancel,
+            in_flight: Arc::new(Mutex::new(HashMap::new())),
+            hooks,
         }
     }
 
-    async fn call_inner(&self, call: &ToolCall) -> (ToolReturnValue, bool) {
-        let name = &call.function.name;
-        let Some(tool) = self.toolset.find(name) else {
+    /// Starts `call`: resolves the tool and arguments and consults `dedup` now (in call order), and
+    /// returns the rest of the pipeline as a future.
+    pub fn start(&self, call: ToolCall, dedup: &mut DedupTracker) -> BoxFuture<'static, CallResult> {
+        let tool_call_id = call.id.clone();
+        let finish = move |(value, rejected_without_feedback): (ToolReturnValue, bool)| CallResult {
+            tool_call_id,
+            value,
+            rejected_without_feedback,
+        };
+        let name = call.function.name.clone();
+        let Some(tool) = self.toolset.find(&name) else {
             let message = format!("Tool `{name}` not found");
-            return (ToolReturnValue::error("", message.clone(), message), false);
+            return Box::pin(std::future::ready(finish((
+                ToolReturnValue::error("", message.clone(), message),
+                false,
+            ))));
         };
         let args = match parse_arguments(call.function.arguments.as_deref()) {
             Ok(args) => args,
             Err(e) => {
                 let message = format!("Error parsing JSON arguments: {e}");
-                return (ToolReturnValue::error("", message, "Invalid arguments"), false);
+                let value = ToolReturnValue::error("", message, "Invalid arguments");
+                return Box::pin(std::future::ready(finish((value, false))));
             }
         };
+        match dedup.observe(&CallKey::new(&name, &args), &call.id) {
+            DedupVerdict::JoinInFlight { first_tool_call_id } => {
+                let receiver = lock(&self.in_flight).get(&first_tool_call_id).cloned();
+                Box::pin(async move {
+                    let joined = match receiver {
+                        Some(mut rx) => rx.wait_for(Option::is_some).await.ok().and_then(|v| v.clone()),
+                        None => None,
+                    };
+                    let value = joined.unwrap_or_else(|| {
+                        (
+                            ToolReturnValue::error(
+                                "",
+                                "The identical call this one joined did not finish.",
+                                "Not run",
+                            ),
+                            false,
+                        )
+                    });
+                    finish(value)
+                })
+            }
+            DedupVerdict::Run { reminder } => {
+                let (tx, rx) = watch::channel(None);
+                lock(&self.in_flight).insert(call.id.clone(), rx);
+                let dispatch = self.clone();
+                Box::pin(async move {
+                    let (mut value, rejected) = dispatch.run_pipeline(tool, &name, &call, args).await;
+                    if let Some(reminder) = &reminder {
+                        append_reminder(&mut value, reminder);
+                    }
+                    let _ = tx.send(Some((value.clone(), rejected)));
+                    finish((value, rejected))
+                })
+            }
+        }
+    }
+
+    /// Plan → approval → run, for a call whose tool and arguments are known.
+    async fn run_pipeline(
+        &self,
+        tool: Arc<dyn Tool>,
+        name: &str,
+        call: &ToolCall,
+        args: Value,
+    ) -> (ToolReturnValue, bool) {
+        let pre = hook_input::pre_tool_use(name, args.clone(), &call.id);
+        if let HookDecision::Block { reason, .. } = self.hooks.trigger(HookEvent::PreToolUse, name, pre).await
+        {
+            let message = if reason.is_empty() {
+                "Blocked by PreToolUse hook".to_owned()
+            } else {
+                reason
+            };
+            return (ToolReturnValue::error("", message, "Hook blocked"), false);
+        }
+        let hook_args = args.clone();
         let ctx = CallContext {
             tool_call_id: call.id.clone(),
             raw_arguments: call.function.arguments.clone(),
@@ -154,7 +247,11 @@ impl Dispatch {
                 Some(self.exclusive.lock().await)
             }
         };
-        (plan.run.await, false)
+        let value = plan.run.await;
+        let post = hook_input::post_tool_use(name, hook_args, &tool_output_text(&value), &call.id);
+        self.hooks
+            .trigger_detached(HookEvent::PostToolUse, name.to_owned(), post);
+        (value, false)
     }
 }
 
@@ -189,4 +286,20 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The text a PostToolUse hook sees as `tool_output`.
+fn tool_output_text(value: &ToolReturnValue) -> String {
+    match &value.output {
+        kimi_wire::message::ToolOutput::Text(text) => text.clone(),
+        kimi_wire::message::ToolOutput::Parts(parts) => parts
+            .iter()
+            .filter_map(kimi_wire::message::ContentPart::as_text)
+            .collect::<Vec<_>>()
+            .join(""),
+    }
 }

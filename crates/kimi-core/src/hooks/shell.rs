@@ -1,0 +1,322 @@
+//! Command hooks from `config.toml`: run through `/bin/sh -c` in the work directory with the event's
+//! JSON on stdin, and read their verdict from the exit code and stdout.
+//!
+//! Reference (`hooks/runner.py`): exit 2 blocks with stderr (trimmed) as the reason; exit 0 whose
+//! stdout is a JSON object with `hookSpecificOutput.permissionDecision == "deny"` blocks with
+//! `permissionDecisionReason`; everything else — other exit codes, a timeout, a failure to start —
+//! allows. Other stdout is ignored.
+//!
+//! Beyond the reference, the hook gets its own process group and a timed-out or abandoned hook is
+//! killed with its whole group, so `sleep 30 &` inside a hook cannot outlive it; a hook that finishes
+//! normally may leave background work running, as in the reference.
+
+use std::io;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use super::Verdict;
+
+/// The shell the reference's `create_subprocess_shell` uses.
+const SHELL: &str = "/bin/sh";
+/// At most this much of each output stream is kept; the rest is read and dropped so the hook never
+/// blocks on a full pipe.
+const OUTPUT_CAP: usize = 4 * 1024 * 1024;
+
+/// Runs `command` with `stdin` as its input and returns its verdict. Never fails: every problem is
+/// logged and allows.
+pub(crate) async fn run(command: &str, stdin: &[u8], timeout: Duration, cwd: &Path) -> Verdict {
+    let mut child = match Command::new(SHELL)
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(error) => {
+            tracing::warn!(command, %error, "hook failed to start; allowing");
+            return Verdict::Allow;
+        }
+    };
+    // Declared after `child`, so on an early return (timeout, or the caller dropping us) the group is
+    // killed while the shell, its leader, is not yet reaped.
+    let mut group = GroupGuard(child.id());
+
+    let finished = tokio::time::timeout(timeout, communicate(&mut child, stdin)).await;
+    match finished {
+        Err(_elapsed) => {
+            tracing::warn!(command, timeout_s = timeout.as_secs(), "hook timed out; allowing");
+            Verdict::Allow
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(command, %error, "hook failed; allowing");
+            Verdict::Allow
+        }
+        Ok(Ok(output)) => {
+            group.disarm();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            verdict(output.status.code(), &stdout, &stderr)
+        }
+    }
+}
+
+/// What a finished hook left behind.
+struct Output {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// Feeds stdin, drains both outputs to their end, then reaps the shell (Python's `communicate`).
+async fn communicate(child: &mut tokio::process::Child, input: &[u8]) -> io::Result<Output> {
+    let stdin = child.stdin.take();
+    let write = async move {
+        if let Some(mut pipe) = stdin {
+            // A hook that exits without reading its input closes the pipe: not an error.
+            let _ = pipe.write_all(input).await;
+            // Dropping the pipe sends EOF.
+        }
+    };
+    let (_, stdout, stderr) = tokio::join!(
+        write,
+        read_capped(child.stdout.take()),
+        read_capped(child.stderr.take())
+    );
+    let status = child.wait().await?;
+    Ok(Output {
+        status,
+        stdout: stdout?,
+        stderr: stderr?,
+    })
+}
+
+async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>) -> io::Result<Vec<u8>> {
+    let mut kept = Vec::new();
+    let Some(mut pipe) = pipe else {
+        return Ok(kept);
+    };
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let n = pipe.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(kept);
+        }
+        let room = OUTPUT_CAP.saturating_sub(kept.len());
+        kept.extend_from_slice(&chunk[..n.min(room)]);
+    }
+}
+
+/// The verdict of a hook that ran to completion. `code` is `None` when a signal ended it.
+pub(crate) fn verdict(code: Option<i32>, stdout: &str, stderr: &str) -> Verdict {
+    match code {
+        Some(2) => Verdict::Block(stderr.trim().to_owned()),
+        Some(0) if !stdout.trim().is_empty() => structured_verdict(stdout),
+        _ => Verdict::Allow,
+    }
+}
+
+/// Exit 0 with JSON on stdout. Reference quirk not copied: when `hookSpecificOutput` is present but
+/// not an object, Python raises and the whole trigger fails open (dropping other hooks' blocks and
+/// the `HookResolved` event); here only this hook allows.
+fn structured_verdict(stdout: &str) -> Verdict {
+    let Ok(Value::Object(parsed)) = serde_json::from_str::<Value>(stdout) else {
+        return Verdict::Allow;
+    };
+    let Some(Value::Object(output)) = parsed.get("hookSpecificOutput") else {
+        return Verdict::Allow;
+    };
+    if output.get("permissionDecision").and_then(Value::as_str) != Some("deny") {
+        return Verdict::Allow;
+    }
+    // Reference: `str(output.get("permissionDecisionReason", ""))`.
+    let reason = match output.get("permissionDecisionReason") {
+        None => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) => "None".to_owned(),
+        Some(Value::Bool(true)) => "True".to_owned(),
+        Some(Value::Bool(false)) => "False".to_owned(),
+        Some(other) => other.to_string(),
+    };
+    Verdict::Block(reason)
+}
+
+/// The hook's process group (its id is the shell's pid); killed on drop unless disarmed.
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            kill_group(pgid);
+        }
+    }
+}
+
+/// SIGKILLs every process in group `pgid`.
+///
+/// kimi-core has no binding to `killpg(2)` (no `nix`/`libc` dependency, and unsafe code is denied), so
+/// this asks the shell's `kill` builtin, which every POSIX `sh` has and which hooks need anyway. It
+/// runs only when a hook timed out or was abandoned, and takes about a millisecond. With `nix` in
+/// kimi-core's dependencies this becomes `killpg(Pid::from_raw(pgid), Signal::SIGKILL)`.
+fn kill_group(pgid: u32) {
+    let status = std::process::Command::new(SHELL)
+        .arg("-c")
+        .arg(format!("kill -s KILL -- -{pgid} 2>/dev/null"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if let Err(error) = status {
+        tracing::warn!(pgid, %error, "could not kill a hook's process group");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::time::Instant;
+
+    const LONG: Duration = Duration::from_secs(20);
+
+    async fn sh(command: &str) -> Verdict {
+        let dir = tempfile::tempdir().unwrap();
+        run(command, b"{}", LONG, dir.path()).await
+    }
+
+    #[test]
+    fn exit_codes_and_stdout_decide() {
+        assert_eq!(
+            verdict(Some(2), "", "  no way \n"),
+            Verdict::Block("no way".into())
+        );
+        assert_eq!(verdict(Some(2), "ignored", ""), Verdict::Block(String::new()));
+        assert_eq!(verdict(Some(1), "", "err"), Verdict::Allow);
+        assert_eq!(verdict(None, "", ""), Verdict::Allow);
+        assert_eq!(verdict(Some(0), "plain text", ""), Verdict::Allow);
+        assert_eq!(verdict(Some(0), "[1]", ""), Verdict::Allow);
+        let deny =
+            r#" {"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "nope"}} "#;
+        assert_eq!(verdict(Some(0), deny, ""), Verdict::Block("nope".into()));
+        assert_eq!(
+            verdict(Some(1), deny, ""),
+            Verdict::Allow,
+            "JSON counts only on exit 0"
+        );
+        let no_reason = r#"{"hookSpecificOutput": {"permissionDecision": "deny"}}"#;
+        assert_eq!(verdict(Some(0), no_reason, ""), Verdict::Block(String::new()));
+        let number =
+            r#"{"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": 7}}"#;
+        assert_eq!(verdict(Some(0), number, ""), Verdict::Block("7".into()));
+        let allow = r#"{"hookSpecificOutput": {"permissionDecision": "allow"}}"#;
+        assert_eq!(verdict(Some(0), allow, ""), Verdict::Allow);
+        let odd = r#"{"hookSpecificOutput": "deny"}"#;
+        assert_eq!(verdict(Some(0), odd, ""), Verdict::Allow);
+    }
+
+    #[tokio::test]
+    async fn exit_2_blocks_with_trimmed_stderr() {
+        assert_eq!(
+            sh("echo 'Shell blocked by hook' >&2; exit 2").await,
+            Verdict::Block("Shell blocked by hook".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn deny_json_on_exit_0_blocks() {
+        let command = r#"echo '{"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "not here"}}'"#;
+        assert_eq!(sh(command).await, Verdict::Block("not here".into()));
+    }
+
+    #[tokio::test]
+    async fn other_outcomes_allow() {
+        assert_eq!(sh("echo ok").await, Verdict::Allow);
+        assert_eq!(sh("echo oops >&2; exit 1").await, Verdict::Allow);
+        assert_eq!(sh("kill -9 $$").await, Verdict::Allow);
+    }
+
+    #[tokio::test]
+    async fn a_missing_work_dir_allows() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("missing");
+        assert_eq!(run("exit 2", b"{}", LONG, &gone).await, Verdict::Allow);
+    }
+
+    #[tokio::test]
+    async fn the_hook_reads_its_input_in_the_work_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let verdict = run(
+            r#"cat > input.json; pwd > cwd.txt"#,
+            br#"{"a": 1}"#,
+            LONG,
+            dir.path(),
+        )
+        .await;
+        assert_eq!(verdict, Verdict::Allow);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("input.json")).unwrap(),
+            r#"{"a": 1}"#
+        );
+        let cwd = std::fs::read_to_string(dir.path().join("cwd.txt")).unwrap();
+        assert_eq!(
+            std::fs::canonicalize(cwd.trim()).unwrap(),
+            std::fs::canonicalize(dir.path()).unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hook_that_ignores_a_large_input_still_decides() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = vec![b' '; 1024 * 1024];
+        let verdict = run("echo big >&2; exit 2", &input, LONG, dir.path()).await;
+        assert_eq!(verdict, Verdict::Block("big".into()));
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_hook_allows_and_its_group_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let command = format!("sleep 30 & echo $! > '{}'; wait; exit 2", pid_file.display());
+        let started = Instant::now();
+        let verdict = run(&command, b"{}", Duration::from_secs(1), dir.path()).await;
+        assert_eq!(verdict, Verdict::Allow);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            started.elapsed()
+        );
+
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        // SIGKILL is asynchronous: wait (bounded) until the background `sleep` is gone or a zombie.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let alive = std::fs::read_to_string(&stat)
+                .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .unwrap_or(false);
+            if !alive {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the hook's background process survived"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
