@@ -1,0 +1,471 @@
+//! `Glob`: file and directory names matching a pattern, relative to a directory in the workspace.
+//!
+//! Reference: `kimi_cli/tools/file/glob.py`, which uses Python 3.13's `Path.glob`. We reproduce its
+//! matching: components split on `/`; `*`, `?` and `[...]` match within one name, hidden names
+//! included; `**` as a whole component matches any depth (the directory itself too) without entering
+//! symlinked directories, and as the last component it also matches files; a trailing `/` keeps only
+//! directories; literal components are joined as they are (`..` included). Results are sorted by
+//! path components and capped at [`MAX_MATCHES`].
+//!
+//! Patterns starting with `**` are refused (with a listing of the work dir), as in the reference.
+//! Unlike the reference, whose engine treats `{a,b}` literally and so silently matches nothing, brace
+//! alternatives work here (`globset` supports them).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use globset::{GlobBuilder, GlobMatcher};
+use kimi_core::state::Environment;
+use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_llm::ToolSpec;
+use kimi_wire::message::ToolReturnValue;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::paths::{canonical, expand_user, is_within_workspace, list_directory, pure_display};
+use super::{blocking, tool_error, tool_spec};
+
+/// Most paths returned by one call.
+pub const MAX_MATCHES: usize = 1000;
+
+/// Arguments of `Glob`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct GlobParams {
+    /// The glob pattern, relative to `directory` (for example `src/**/*.rs` or `*.toml`).
+    pattern: String,
+    /// Absolute path of the directory to search; the working directory when omitted.
+    #[serde(default)]
+    directory: Option<String>,
+    /// Whether directories are listed along with files.
+    #[serde(default = "yes")]
+    include_dirs: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Finds files by name pattern.
+#[derive(Debug)]
+pub struct Glob {
+    spec: ToolSpec,
+    env: Arc<Environment>,
+    skills_dirs: Vec<PathBuf>,
+}
+
+impl Glob {
+    /// The tool, searching inside the workspace of `env` and the given skills directories.
+    pub fn new(env: Arc<Environment>, skills_dirs: Vec<PathBuf>) -> Self {
+        Self {
+            spec: tool_spec::<GlobParams>("Glob", include_str!("descriptions/glob.md")),
+            env,
+            skills_dirs,
+        }
+    }
+}
+
+impl Tool for Glob {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn plan(
+        self: Arc<Self>,
+        args: Value,
+        _ctx: CallContext,
+    ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
+        Box::pin(async move {
+            let params: GlobParams = parse_args(args)?;
+            Ok(Plan::read_only(Box::pin(async move {
+                let pattern = params.pattern.clone();
+                blocking(move || self.search(&params))
+                    .await
+                    .unwrap_or_else(|e| failed(&pattern, &e))
+            })))
+        })
+    }
+}
+
+fn failed(pattern: &str, error: &str) -> ToolReturnValue {
+    tracing::warn!(pattern, error, "Glob failed");
+    tool_error(
+        format!("Failed to search for pattern {pattern}. Error: {error}"),
+        "Glob failed",
+    )
+}
+
+impl Glob {
+    fn search(&self, params: &GlobParams) -> ToolReturnValue {
+        let pattern = params.pattern.as_str();
+        if pattern.starts_with("**") {
+            return ToolReturnValue::error(
+                list_directory(&self.env.work_dir),
+                format!(
+                    "Pattern `{pattern}` starts with '**' which is not allowed. This would recursively search all directories and may include large directories like `node_modules`. Use more specific patterns instead. For your convenience, a list of all files and directories in the top level of the working directory is provided below."
+                ),
+                "Unsafe pattern",
+            );
+        }
+        let given = params.directory.as_deref().filter(|d| !d.is_empty());
+        let dir = given
+            .map(expand_user)
+            .unwrap_or_else(|| self.env.work_dir.clone());
+        let quoted = given.unwrap_or("None");
+        if !dir.is_absolute() {
+            return tool_error(
+                format!("`{quoted}` is not an absolute path. You must provide an absolute path to search."),
+                "Invalid directory",
+            );
+        }
+        let resolved = canonical(&dir, &self.env.work_dir);
+        if !is_within_workspace(&resolved, &self.env)
+            && !self.skills_dirs.iter().any(|d| resolved.starts_with(d))
+        {
+            return tool_error(
+                format!(
+                    "`{}` is outside the workspace. You can only search within the working directory, additional directories, and skills directories.",
+                    pure_display(&dir)
+                ),
+                "Directory outside workspace",
+            );
+        }
+        match std::fs::metadata(&dir) {
+            Err(_) => return tool_error(format!("`{quoted}` does not exist."), "Directory not found"),
+            Ok(meta) if !meta.is_dir() => {
+                return tool_error(format!("`{quoted}` is not a directory."), "Invalid directory");
+            }
+            Ok(_) => {}
+        }
+        let mut matches = match glob(&dir, pattern) {
+            Ok(matches) => matches,
+            Err(e) => return failed(pattern, &e),
+        };
+        if !params.include_dirs {
+            matches.retain(|p| p.is_file());
+        }
+        matches.sort();
+        matches.dedup();
+        let mut message = if matches.is_empty() {
+            format!("No matches found for pattern `{pattern}`.")
+        } else {
+            format!("Found {} matches for pattern `{pattern}`.", matches.len())
+        };
+        if matches.len() > MAX_MATCHES {
+            matches.truncate(MAX_MATCHES);
+            message.push_str(&format!(
+                " Only the first {MAX_MATCHES} matches are returned. You may want to use a more specific pattern."
+            ));
+        }
+        let output: Vec<String> = matches
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap_or(p).to_string_lossy().into_owned())
+            .collect();
+        ToolReturnValue::ok(output.join("\n"), message)
+    }
+}
+
+/// One component of a pattern.
+enum Part {
+    /// Matched by joining (no wildcard).
+    Literal(String),
+    /// Matched against each name in a directory.
+    Wild(GlobMatcher),
+    /// `**`: any number of directories.
+    Recursive,
+}
+
+fn has_magic(component: &str) -> bool {
+    component.contains(['*', '?', '[', '{'])
+}
+
+fn parse(pattern: &str) -> Result<(Vec<Part>, bool), String> {
+    if pattern.starts_with('/') {
+        return Err("Non-relative patterns are unsupported".to_owned());
+    }
+    let dir_only = pattern.ends_with('/');
+    let mut parts = Vec::new();
+    for component in pattern.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if component == "**" {
+            if !matches!(parts.last(), Some(Part::Recursive)) {
+                parts.push(Part::Recursive);
+            }
+            continue;
+        }
+        if !has_magic(component) {
+            parts.push(Part::Literal(component.to_owned()));
+            continue;
+        }
+        // Inside a name `**` is just `*`, as in Python.
+        let mut glob = component.to_owned();
+        while glob.contains("**") {
+            glob = glob.replace("**", "*");
+        }
+        let built = GlobBuilder::new(&glob)
+            .literal_separator(true)
+            .backslash_escape(false)
+            .build();
+        parts.push(match built {
+            Ok(glob) => Part::Wild(glob.compile_matcher()),
+            // An unclosed `[` and the like match themselves literally, as in Python.
+            Err(_) => Part::Literal(component.to_owned()),
+        });
+    }
+    if parts.is_empty() {
+        return Err(format!(
+            "Unacceptable pattern: PosixPath('{}')",
+            pure_display(Path::new(pattern))
+        ));
+    }
+    Ok((parts, dir_only))
+}
+
+/// Every path under `base` matching `pattern` (unsorted), each as `base` joined with the match.
+fn glob(base: &Path, pattern: &str) -> Result<Vec<PathBuf>, String> {
+    let (parts, dir_only) = parse(pattern)?;
+    let mut current = vec![base.to_path_buf()];
+    for (index, part) in parts.iter().enumerate() {
+        let last = index + 1 == parts.len();
+        let mut next = Vec::new();
+        for dir in &current {
+            match part {
+                Part::Literal(name) => {
+                    let path = dir.join(name);
+                    let keep = if last {
+                        std::fs::symlink_metadata(&path).is_ok() && (!dir_only || path.is_dir())
+                    } else {
+                        path.is_dir()
+                    };
+                    if keep {
+                        next.push(path);
+                    }
+                }
+                Part::Wild(matcher) => {
+                    let Ok(entries) = std::fs::read_dir(dir) else {
+                        continue;
+                    };
+                    for entry in entries.flatten() {
+                        if !matcher.is_match(entry.file_name()) {
+                            continue;
+                        }
+                        let path = entry.path();
+                        if (last && !dir_only) || path.is_dir() {
+                            next.push(path);
+                        }
+                    }
+                }
+                Part::Recursive => descend(dir, last && !dir_only, &mut next),
+            }
+        }
+        current = next;
+    }
+    Ok(current)
+}
+
+/// `dir` and every directory below it, not entering symlinked directories; with `files`, every other
+/// entry below it too.
+fn descend(dir: &Path, files: bool, out: &mut Vec<PathBuf>) {
+    if !dir.is_dir() {
+        return;
+    }
+    out.push(dir.to_path_buf());
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&current) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let is_real_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            let path = entry.path();
+            if is_real_dir {
+                out.push(path.clone());
+                stack.push(path);
+            } else if files {
+                out.push(path);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::test_support::{TestDir, call, ok_text};
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn tree() -> TestDir {
+        let dir = TestDir::new();
+        for file in [
+            "a.py",
+            ".b.py",
+            "src/c.py",
+            "src/sub/d.py",
+            "src/sub/.e.py",
+            ".hid/f.py",
+            "src/sub/g.txt",
+        ] {
+            dir.write(file, "");
+        }
+        dir.mkdir("node");
+        std::os::unix::fs::symlink("../src", dir.path("node/link")).unwrap();
+        std::os::unix::fs::symlink("nowhere", dir.path("broken")).unwrap();
+        dir
+    }
+
+    async fn run(dir: &TestDir, args: Value) -> ToolReturnValue {
+        call(Arc::new(Glob::new(dir.env(), Vec::new())), args).await.1
+    }
+
+    async fn names(dir: &TestDir, pattern: &str) -> String {
+        let value = run(dir, json!({ "pattern": pattern })).await;
+        assert!(!value.is_error, "{value:?}");
+        match value.output {
+            kimi_wire::message::ToolOutput::Text(text) => text,
+            other => panic!("unexpected output {other:?}"),
+        }
+    }
+
+    // Expected lists below were produced by the reference's Python 3.13 `Path.glob` on the same tree.
+    #[tokio::test]
+    async fn matches_python_pathlib() {
+        let dir = tree();
+        assert_eq!(names(&dir, "*.py").await, ".b.py\na.py");
+        assert_eq!(
+            names(&dir, "src/**").await,
+            "src\nsrc/c.py\nsrc/sub\nsrc/sub/.e.py\nsrc/sub/d.py\nsrc/sub/g.txt"
+        );
+        assert_eq!(
+            names(&dir, "src/**/*.py").await,
+            "src/c.py\nsrc/sub/.e.py\nsrc/sub/d.py"
+        );
+        assert_eq!(names(&dir, "src/*").await, "src/c.py\nsrc/sub");
+        assert_eq!(names(&dir, "*").await, ".b.py\n.hid\na.py\nbroken\nnode\nsrc");
+        assert_eq!(names(&dir, "src/**/").await, "src\nsrc/sub");
+        assert_eq!(names(&dir, "node/**/*.py").await, "");
+        assert_eq!(names(&dir, "node/*/*.py").await, "node/link/c.py");
+        assert_eq!(names(&dir, "node/**").await, "node\nnode/link");
+        assert_eq!(names(&dir, "src/sub/../c.py").await, "src/sub/../c.py");
+        assert_eq!(names(&dir, "SRC/*.py").await, "");
+        assert_eq!(names(&dir, "*/").await, ".hid\nnode\nsrc");
+        assert_eq!(names(&dir, "src//c.py").await, "src/c.py");
+        assert_eq!(names(&dir, "./a.py").await, "a.py");
+        assert_eq!(names(&dir, "b*").await, "broken");
+        assert_eq!(
+            names(&dir, "src/**/**/*.py").await,
+            "src/c.py\nsrc/sub/.e.py\nsrc/sub/d.py"
+        );
+        // Beyond the reference: braces expand.
+        assert_eq!(
+            names(&dir, "src/sub/*.{py,txt}").await,
+            "src/sub/.e.py\nsrc/sub/d.py\nsrc/sub/g.txt"
+        );
+    }
+
+    #[tokio::test]
+    async fn messages_and_include_dirs() {
+        let dir = tree();
+        assert_eq!(
+            run(&dir, json!({"pattern": "src/*"})).await,
+            ok_text("src/c.py\nsrc/sub", "Found 2 matches for pattern `src/*`.")
+        );
+        assert_eq!(
+            run(&dir, json!({"pattern": "src/*", "include_dirs": false})).await,
+            ok_text("src/c.py", "Found 1 matches for pattern `src/*`.")
+        );
+        assert_eq!(
+            run(&dir, json!({"pattern": "*.nope"})).await,
+            ok_text("", "No matches found for pattern `*.nope`.")
+        );
+        let sub = dir.path("src").to_string_lossy().into_owned();
+        assert_eq!(
+            run(&dir, json!({"pattern": "*.py", "directory": sub})).await,
+            ok_text("c.py", "Found 1 matches for pattern `*.py`.")
+        );
+    }
+
+    #[tokio::test]
+    async fn caps_at_max_matches() {
+        let dir = TestDir::new();
+        for i in 0..1005 {
+            dir.write(&format!("many/f{i:04}.txt"), "");
+        }
+        let value = run(&dir, json!({"pattern": "many/*.txt"})).await;
+        assert_eq!(
+            value.message,
+            "Found 1005 matches for pattern `many/*.txt`. Only the first 1000 matches are returned. You may want to use a more specific pattern."
+        );
+        let kimi_wire::message::ToolOutput::Text(text) = value.output else {
+            panic!()
+        };
+        assert_eq!(text.lines().count(), 1000);
+        assert!(text.ends_with("many/f0999.txt"));
+    }
+
+    #[tokio::test]
+    async fn refusals() {
+        let dir = tree();
+        let value = run(&dir, json!({"pattern": "**/*.py"})).await;
+        assert_eq!(
+            value,
+            ToolReturnValue::error(
+                list_directory(&dir.root),
+                "Pattern `**/*.py` starts with '**' which is not allowed. This would recursively search all directories and may include large directories like `node_modules`. Use more specific patterns instead. For your convenience, a list of all files and directories in the top level of the working directory is provided below.",
+                "Unsafe pattern"
+            )
+        );
+        assert!(matches!(&value.output, kimi_wire::message::ToolOutput::Text(t) if t.contains("├── src/")));
+        let outside = tempfile::tempdir().unwrap();
+        let outside = outside.path().canonicalize().unwrap();
+        let outside_text = outside.to_string_lossy().into_owned();
+        let missing = dir.path("missing").to_string_lossy().into_owned();
+        let file = dir.path("a.py").to_string_lossy().into_owned();
+        for (args, message, brief) in [
+            (
+                json!({"pattern": "*", "directory": "src"}),
+                "`src` is not an absolute path. You must provide an absolute path to search.".to_owned(),
+                "Invalid directory",
+            ),
+            (
+                json!({"pattern": "*", "directory": outside_text}),
+                format!(
+                    "`{outside_text}` is outside the workspace. You can only search within the working directory, additional directories, and skills directories."
+                ),
+                "Directory outside workspace",
+            ),
+            (
+                json!({"pattern": "*", "directory": missing}),
+                format!("`{missing}` does not exist."),
+                "Directory not found",
+            ),
+            (
+                json!({"pattern": "*", "directory": file}),
+                format!("`{file}` is not a directory."),
+                "Invalid directory",
+            ),
+            (
+                json!({"pattern": "/etc/*"}),
+                "Failed to search for pattern /etc/*. Error: Non-relative patterns are unsupported"
+                    .to_owned(),
+                "Glob failed",
+            ),
+            (
+                json!({"pattern": ""}),
+                "Failed to search for pattern . Error: Unacceptable pattern: PosixPath('.')".to_owned(),
+                "Glob failed",
+            ),
+        ] {
+            assert_eq!(run(&dir, args).await, ToolReturnValue::error("", message, brief));
+        }
+        // Skills directories are searchable even outside the workspace.
+        let glob = Glob::new(dir.env(), vec![outside.clone()]);
+        std::fs::write(outside.join("SKILL.md"), "").unwrap();
+        let (_, value) = call(
+            Arc::new(glob),
+            json!({"pattern": "*.md", "directory": outside_text}),
+        )
+        .await;
+        assert_eq!(value, ok_text("SKILL.md", "Found 1 matches for pattern `*.md`."));
+    }
+}

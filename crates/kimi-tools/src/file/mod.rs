@@ -1,0 +1,163 @@
+//! The file tools: [`ReadFile`], [`ReadMediaFile`], [`Glob`], [`Grep`], [`WriteFile`] and
+//! [`StrReplaceFile`].
+//!
+//! They follow the reference's `kimi_cli/tools/file/` in parameters, limits and every message the model
+//! or a client can see; descriptions are our own (`descriptions/*.md`).
+//!
+//! Layout:
+//! - [`paths`]: `~` expansion, lexical canonical paths, the workspace rule, the directory listing;
+//! - [`sensitive`]: the secret-file filter ReadFile and Grep apply;
+//! - `file_type`: text / image / video / binary detection;
+//! - `diff`: the diff display blocks of the two editing tools;
+//! - one module per tool.
+//!
+//! Reading tools declare [`Effect::ReadOnly`](kimi_core::toolset::Effect); the editing tools compute
+//! their change while planning, so the approval request can show the diff, and write only when run.
+//! Nothing here asks for approval or knows about plan mode: the toolset does both from the declared
+//! effect (its `writes` list names the file).
+
+mod diff;
+mod edit;
+mod file_type;
+mod glob;
+mod grep;
+pub mod paths;
+mod read;
+mod read_media;
+pub mod sensitive;
+mod write;
+
+pub use edit::StrReplaceFile;
+pub use glob::Glob;
+pub use grep::Grep;
+pub use read::ReadFile;
+pub use read_media::ReadMediaFile;
+pub use write::WriteFile;
+
+use kimi_core::toolset::schema_for;
+use kimi_llm::ToolSpec;
+use kimi_wire::message::ToolReturnValue;
+use schemars::JsonSchema;
+
+/// The approval action for edits inside the workspace (also the "approve for session" key).
+pub const ACTION_EDIT: &str = "edit file";
+/// The approval action for edits outside the workspace.
+pub const ACTION_EDIT_OUTSIDE: &str = "edit file outside of working directory";
+
+/// A tool's spec from its argument type and description.
+fn tool_spec<T: JsonSchema>(name: &str, description: &str) -> ToolSpec {
+    ToolSpec {
+        name: name.to_owned(),
+        description: description.trim_end().to_owned(),
+        parameters: schema_for::<T>(),
+    }
+}
+
+/// A failed result with empty output, as the reference's `ToolError(message=.., brief=..)`.
+fn tool_error(message: impl Into<String>, brief: &str) -> ToolReturnValue {
+    ToolReturnValue::error("", message, brief)
+}
+
+/// Decodes file bytes as the reference's text reads do: UTF-8 with invalid bytes replaced, and
+/// universal newlines (`\r\n` and a lone `\r` become `\n`).
+fn decode_text(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.contains('\r') {
+        text.replace("\r\n", "\n").replace('\r', "\n")
+    } else {
+        text.into_owned()
+    }
+}
+
+/// Runs file-system work on the blocking pool; a panic or shutdown becomes an error text.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! A temp work dir and a way to drive a tool through plan and run, as the toolset would.
+
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use kimi_core::state::Environment;
+    use kimi_core::toolset::{CallContext, Effect, Tool};
+    use kimi_wire::message::ToolReturnValue;
+    use serde_json::Value;
+    use tokio_util::sync::CancellationToken;
+
+    /// A temporary work dir (canonicalized, so paths compare equal to what the tools print).
+    pub struct TestDir {
+        _dir: tempfile::TempDir,
+        pub root: PathBuf,
+    }
+
+    impl TestDir {
+        pub fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap();
+            Self { _dir: dir, root }
+        }
+
+        pub fn env(&self) -> Arc<Environment> {
+            Arc::new(Environment {
+                work_dir: self.root.clone(),
+                additional_dirs: Vec::new(),
+                session_dir: self.root.join(".session"),
+            })
+        }
+
+        pub fn path(&self, rel: &str) -> PathBuf {
+            self.root.join(rel)
+        }
+
+        pub fn write(&self, rel: &str, text: &str) {
+            self.write_bytes(rel, text.as_bytes());
+        }
+
+        pub fn write_bytes(&self, rel: &str, bytes: &[u8]) {
+            let path = self.path(rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).unwrap();
+            }
+            std::fs::write(path, bytes).unwrap();
+        }
+
+        pub fn mkdir(&self, rel: &str) {
+            std::fs::create_dir_all(self.path(rel)).unwrap();
+        }
+
+        pub fn read(&self, rel: &str) -> String {
+            std::fs::read_to_string(self.path(rel)).unwrap()
+        }
+
+        pub fn show(&self, rel: &str) -> String {
+            display(&self.path(rel))
+        }
+    }
+
+    pub fn display(path: &Path) -> String {
+        path.to_string_lossy().into_owned()
+    }
+
+    pub fn ctx() -> CallContext {
+        CallContext {
+            tool_call_id: "tc-1".into(),
+            raw_arguments: None,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Plans and (if planning succeeded) runs the call; the effect is `None` when planning refused it.
+    pub async fn call<T: Tool + 'static>(tool: Arc<T>, args: Value) -> (Option<Effect>, ToolReturnValue) {
+        match tool.plan(args, ctx()).await {
+            Ok(plan) => (Some(plan.effect), plan.run.await),
+            Err(value) => (None, value),
+        }
+    }
+
+    pub fn ok_text(output: &str, message: &str) -> ToolReturnValue {
+        ToolReturnValue::ok(output, message)
+    }
+}

@@ -1,0 +1,489 @@
+//! `Shell`: runs one command with bash in the work dir and returns its combined output.
+//!
+//! The parameters and results follow the reference's `Shell` (`kimi_cli/tools/shell`): `command`,
+//! `timeout` (seconds, 1..=86400, at most 300 in the foreground), `run_in_background` and
+//! `description` (required with `run_in_background`). Every run needs approval (action `run command`).
+//!
+//! Not yet supported: `run_in_background = true` is accepted by the schema and validated as the reference
+//! does, then answered with a tool error ([`BACKGROUND_UNSUPPORTED`]); background tasks come with the
+//! task tools.
+//!
+//! How the process is started, read and stopped lives in [`process`].
+
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kimi_core::state::Environment;
+use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_llm::ToolSpec;
+use kimi_wire::message::{DisplayBlock, ToolReturnValue};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::args;
+use crate::output::OutputBuilder;
+use process::{KILL_GRACE, Limits, Outcome, ShellCommand};
+
+/// The tool's name.
+pub const NAME: &str = "Shell";
+
+/// Longest timeout for a foreground command, in seconds (reference `MAX_FOREGROUND_TIMEOUT`).
+pub const MAX_FOREGROUND_TIMEOUT: i64 = 5 * 60;
+
+/// Longest timeout for a background command, in seconds (reference `MAX_BACKGROUND_TIMEOUT`).
+pub const MAX_BACKGROUND_TIMEOUT: i64 = 24 * 60 * 60;
+
+/// The tool error for `run_in_background = true` until background tasks exist.
+pub const BACKGROUND_UNSUPPORTED: &str = "Background tasks are not supported yet. Run the command in the foreground (run_in_background=false) instead.";
+
+/// The lines and characters of output tail quoted in a failed command's brief (reference defaults).
+const BRIEF_TAIL_LINES: usize = 5;
+const BRIEF_TAIL_LINE_CHARS: usize = 200;
+
+// Parameters of `Shell`. Doc comments on fields become the descriptions the model reads; a doc
+// comment here would become a description of the whole object, which the reference does not have.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ShellArgs {
+    /// The shell command line to run.
+    command: String,
+    /// Seconds the command may take before it is stopped (at most 300 unless it runs in the background).
+    #[serde(default = "default_timeout")]
+    #[schemars(schema_with = "plain_integer", range(min = 1, max = 86400))]
+    timeout: i64,
+    /// Run the command as a background task instead of waiting for it.
+    #[serde(default)]
+    run_in_background: bool,
+    /// A few words saying what the background task does; required when `run_in_background` is true.
+    #[serde(default)]
+    description: String,
+}
+
+fn default_timeout() -> i64 {
+    60
+}
+
+/// `{"type": "integer"}` without the `format` schemars would add, as the reference's schema has it.
+fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "integer" })
+}
+
+/// The `Shell` tool.
+#[derive(Debug)]
+pub struct Shell {
+    spec: ToolSpec,
+    shell: PathBuf,
+    work_dir: PathBuf,
+}
+
+impl Shell {
+    /// A `Shell` running commands in `env.work_dir` with the shell found by [`find_shell`].
+    pub fn new(env: &Environment) -> Self {
+        let (shell, shell_name) = find_shell();
+        let description = include_str!("../descriptions/shell.md")
+            .replace("{shell}", &format!("{shell_name} (`{}`)", shell.display()));
+        Self {
+            spec: crate::tool_spec::<ShellArgs>(NAME, description),
+            shell,
+            work_dir: env.work_dir.clone(),
+        }
+    }
+
+    fn make_plan(self: Arc<Self>, args: Value, ctx: CallContext) -> Result<Plan, ToolReturnValue> {
+        let args: ShellArgs = parse_args(args)?;
+        validate(&args)?;
+        if args.command.is_empty() {
+            return Err(ToolReturnValue::error(
+                "",
+                "Command cannot be empty.",
+                "Empty command",
+            ));
+        }
+        if args.run_in_background {
+            return Err(ToolReturnValue::error(
+                "",
+                BACKGROUND_UNSUPPORTED,
+                "Background unsupported",
+            ));
+        }
+        let ask = ApprovalAsk {
+            action: "run command".to_owned(),
+            description: format!("Run command `{}`", args.command),
+            display: vec![DisplayBlock::Shell {
+                language: "bash".to_owned(),
+                command: args.command.clone(),
+            }],
+            writes: Vec::new(),
+        };
+        // `validate` bounds the timeout to 1..=300 here.
+        let timeout = u64::try_from(args.timeout).unwrap_or(1);
+        Ok(Plan::side_effect(
+            ask,
+            Box::pin(async move { self.execute(args.command, timeout, ctx.cancel).await }),
+        ))
+    }
+
+    async fn execute(&self, command: String, timeout_s: u64, cancel: CancellationToken) -> ToolReturnValue {
+        let mut out = OutputBuilder::new();
+        let cmd = ShellCommand {
+            shell: &self.shell,
+            command: &command,
+            cwd: &self.work_dir,
+        };
+        let limits = Limits {
+            timeout: Duration::from_secs(timeout_s),
+            grace: KILL_GRACE,
+        };
+        let result = {
+            let mut sink = |line: &str| {
+                out.write(line);
+            };
+            process::run(cmd, limits, &cancel, &mut sink).await
+        };
+        match result {
+            Ok(Outcome::Exited(0)) => out.ok("Command executed successfully.", ""),
+            Ok(Outcome::Exited(code)) => {
+                let mut brief = format!("Failed with exit code: {code}");
+                let tail = out.tail(BRIEF_TAIL_LINES, BRIEF_TAIL_LINE_CHARS);
+                if !tail.is_empty() {
+                    brief.push('\n');
+                    brief.push_str(&tail);
+                }
+                out.error(&format!("Command failed with exit code: {code}."), &brief)
+            }
+            Ok(Outcome::TimedOut) => out.error(
+                &format!("Command killed by timeout ({timeout_s}s)"),
+                &format!("Killed by timeout ({timeout_s}s)"),
+            ),
+            Ok(Outcome::Cancelled) => out.error("Command was cancelled before it finished.", "Cancelled"),
+            Err(e) => {
+                tracing::error!(command = %command, error = %e, "shell command could not be started");
+                out.error(&format!("Command execution failed: {e}"), "Execution failed")
+            }
+        }
+    }
+}
+
+impl Tool for Shell {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn plan(
+        self: Arc<Self>,
+        args: Value,
+        ctx: CallContext,
+    ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
+        Box::pin(async move { self.make_plan(args, ctx) })
+    }
+}
+
+/// The reference's pydantic rules, in its order: field ranges first, then the cross-field checks.
+fn validate(args: &ShellArgs) -> Result<(), ToolReturnValue> {
+    if args.timeout < 1 {
+        return Err(args::below_minimum("timeout", 1));
+    }
+    if args.timeout > MAX_BACKGROUND_TIMEOUT {
+        return Err(args::above_maximum("timeout", MAX_BACKGROUND_TIMEOUT));
+    }
+    if args.run_in_background && args.description.trim().is_empty() {
+        return Err(args::value_error(
+            "description is required when run_in_background is true",
+        ));
+    }
+    if !args.run_in_background && args.timeout > MAX_FOREGROUND_TIMEOUT {
+        return Err(args::value_error(&format!(
+            "timeout must be <= {MAX_FOREGROUND_TIMEOUT}s for foreground commands; \
+             use run_in_background=true for longer timeouts (up to {MAX_BACKGROUND_TIMEOUT}s)"
+        )));
+    }
+    Ok(())
+}
+
+/// The shell commands run with, and its name (`bash` or `sh`): the first of `/bin/bash`,
+/// `/usr/bin/bash`, `/usr/local/bin/bash` that exists (the reference's list), else `bash` found on
+/// `PATH`, else `/bin/sh`.
+pub fn find_shell() -> (PathBuf, &'static str) {
+    const KNOWN: [&str; 3] = ["/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"];
+    if let Some(path) = KNOWN.iter().map(Path::new).find(|p| p.is_file()) {
+        return (path.to_owned(), "bash");
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("bash"))
+            .find(|p| p.is_file())
+    });
+    match on_path {
+        Some(path) => (path, "bash"),
+        None => (PathBuf::from("/bin/sh"), "sh"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kimi_core::toolset::Effect;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn shell_in(dir: &Path) -> Arc<Shell> {
+        Arc::new(Shell::new(&Environment {
+            work_dir: dir.to_owned(),
+            additional_dirs: Vec::new(),
+            session_dir: dir.to_owned(),
+        }))
+    }
+
+    fn ctx(cancel: &CancellationToken) -> CallContext {
+        CallContext {
+            tool_call_id: "tc-1".into(),
+            raw_arguments: None,
+            cancel: cancel.clone(),
+        }
+    }
+
+    async fn plan(tool: &Arc<Shell>, args: Value) -> Result<Plan, ToolReturnValue> {
+        Arc::clone(tool).plan(args, ctx(&CancellationToken::new())).await
+    }
+
+    async fn call(tool: &Arc<Shell>, args: Value) -> ToolReturnValue {
+        match plan(tool, args).await {
+            Ok(plan) => plan.run.await,
+            Err(value) => value,
+        }
+    }
+
+    fn plan_error(result: Result<Plan, ToolReturnValue>) -> ToolReturnValue {
+        match result {
+            Ok(plan) => panic!("expected an argument error, got {plan:?}"),
+            Err(value) => value,
+        }
+    }
+
+    #[tokio::test]
+    async fn echo_succeeds_and_asks_to_run_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let plan = plan(&tool, json!({"command": "echo ok"})).await.unwrap();
+        assert_eq!(
+            plan.effect,
+            Effect::SideEffect(ApprovalAsk {
+                action: "run command".into(),
+                description: "Run command `echo ok`".into(),
+                display: vec![DisplayBlock::Shell {
+                    language: "bash".into(),
+                    command: "echo ok".into()
+                }],
+                writes: Vec::new(),
+            })
+        );
+        assert_eq!(
+            plan.run.await,
+            ToolReturnValue::ok("ok\n", "Command executed successfully.")
+        );
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_work_dir_with_shell_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let value = call(
+            &tool,
+            json!({"command": "pwd; test -n \"$SHELL\" && echo shell-set"}),
+        )
+        .await;
+        let expected = format!("{}\nshell-set\n", dir.path().display());
+        assert_eq!(
+            value,
+            ToolReturnValue::ok(expected, "Command executed successfully.")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_command_reports_its_code_and_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let value = call(&tool, json!({"command": "echo out; echo oops >&2; exit 3"})).await;
+        assert_eq!(
+            value,
+            ToolReturnValue::error(
+                "out\noops\n",
+                "Command failed with exit code: 3.",
+                "Failed with exit code: 3\nout\noops"
+            )
+        );
+        let silent = call(&tool, json!({"command": "false"})).await;
+        assert_eq!(
+            silent,
+            ToolReturnValue::error(
+                "",
+                "Command failed with exit code: 1.",
+                "Failed with exit code: 1"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn stderr_is_interleaved_in_write_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let value = call(
+            &tool,
+            json!({"command": "echo a; echo b >&2; echo c; echo d >&2"}),
+        )
+        .await;
+        assert_eq!(value.output, "a\nb\nc\nd\n".into());
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_command_and_its_stubborn_grandchild() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let started = std::time::Instant::now();
+        let value = call(
+            &tool,
+            json!({"command": "echo begin; bash -c 'trap \"\" TERM; sleep 100' & wait", "timeout": 1}),
+        )
+        .await;
+        assert_eq!(
+            value,
+            ToolReturnValue::error(
+                "begin\n",
+                "Command killed by timeout (1s)",
+                "Killed by timeout (1s)"
+            )
+        );
+        // One second of timeout, then at most the grace period before SIGKILL.
+        assert!(started.elapsed() < Duration::from_secs(1) + KILL_GRACE + Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn cancel_stops_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let cancel = CancellationToken::new();
+        let plan = Arc::clone(&tool)
+            .plan(json!({"command": "sleep 100"}), ctx(&cancel))
+            .await
+            .unwrap();
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            trigger.cancel();
+        });
+        let value = tokio::time::timeout(Duration::from_secs(10), plan.run)
+            .await
+            .unwrap();
+        assert_eq!(
+            value,
+            ToolReturnValue::error("", "Command was cancelled before it finished.", "Cancelled")
+        );
+    }
+
+    #[tokio::test]
+    async fn long_output_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let value = call(
+            &tool,
+            json!({"command": "for i in $(seq 1 3000); do printf '%050d\\n' $i; done; echo tail"}),
+        )
+        .await;
+        assert!(!value.is_error);
+        assert_eq!(
+            value.message,
+            "Command executed successfully. Output is truncated to fit in the message."
+        );
+        let kimi_wire::message::ToolOutput::Text(text) = value.output else {
+            panic!("text output expected")
+        };
+        // 980 lines of 51 characters fit; the 981st is cut to the 20 that remain.
+        assert_eq!(text.chars().count(), 50_000);
+        assert!(text.ends_with("[...truncated]\n"));
+        assert!(!text.contains("tail"));
+    }
+
+    #[tokio::test]
+    async fn argument_errors_use_the_reference_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let prefix = "Error validating JSON arguments: 1 validation error for Params\n";
+        let cases = [
+            (
+                json!({"command": "ls", "timeout": 0}),
+                "timeout\n  Input should be greater than or equal to 1",
+            ),
+            (
+                json!({"command": "ls", "timeout": 86401}),
+                "timeout\n  Input should be less than or equal to 86400",
+            ),
+            (
+                json!({"command": "ls", "timeout": 301}),
+                "  Value error, timeout must be <= 300s for foreground commands; use run_in_background=true for longer timeouts (up to 86400s)",
+            ),
+            (
+                json!({"command": "ls", "run_in_background": true, "description": "  "}),
+                "  Value error, description is required when run_in_background is true",
+            ),
+        ];
+        for (args, detail) in cases {
+            let value = plan_error(plan(&tool, args).await);
+            assert_eq!(
+                value,
+                ToolReturnValue::error("", format!("{prefix}{detail}"), "Invalid arguments")
+            );
+        }
+        let missing = plan_error(plan(&tool, json!({})).await);
+        assert!(
+            missing.message.starts_with("Error validating JSON arguments: "),
+            "{}",
+            missing.message
+        );
+        assert!(missing.message.contains("command"), "{}", missing.message);
+        assert_eq!(
+            plan_error(plan(&tool, json!({"command": ""})).await),
+            ToolReturnValue::error("", "Command cannot be empty.", "Empty command")
+        );
+    }
+
+    #[tokio::test]
+    async fn background_runs_are_refused_for_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        let args =
+            json!({"command": "sleep 1", "run_in_background": true, "description": "nap", "timeout": 600});
+        assert_eq!(
+            plan_error(plan(&tool, args).await),
+            ToolReturnValue::error("", BACKGROUND_UNSUPPORTED, "Background unsupported")
+        );
+    }
+
+    #[test]
+    fn schema_matches_the_reference_shape() {
+        let dir = std::env::temp_dir();
+        let tool = shell_in(&dir);
+        let params = &tool.spec().parameters;
+        assert_eq!(params["type"], "object");
+        assert_eq!(params["required"], json!(["command"]));
+        let props = params["properties"].as_object().unwrap();
+        assert_eq!(
+            props.keys().collect::<Vec<_>>(),
+            ["command", "timeout", "run_in_background", "description"]
+        );
+        assert_eq!(props["timeout"]["default"], 60);
+        assert_eq!(props["timeout"]["minimum"], 1);
+        assert_eq!(props["timeout"]["maximum"], 86400);
+        assert_eq!(props["run_in_background"]["default"], false);
+        assert_eq!(props["description"]["default"], "");
+        assert!(
+            tool.spec().description.contains("bash (`"),
+            "{}",
+            tool.spec().description
+        );
+    }
+}
