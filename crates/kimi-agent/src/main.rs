@@ -59,6 +59,7 @@ fn main() -> ExitCode {
         max_steps_per_turn: cli.max_steps_per_turn,
         max_retries_per_step: cli.max_retries_per_step,
         add_dirs: cli.add_dirs,
+        agent_file: cli.agent_file,
     };
     let result = runtime.block_on(run::serve(options, config, share_dir.clone()));
     // Tools may have left blocking work behind (a read of a huge file); do not wait for it.

@@ -2,12 +2,15 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use kimi_core::agent_spec::{self, AgentSpec};
 use kimi_core::approval::{ApprovalRuntime, ApprovalState};
-use kimi_core::config::{self, Config};
+use kimi_core::config::{self, Config, HookEvent};
 use kimi_core::context::Context;
 use kimi_core::events::EventSink;
+use kimi_core::hooks::{HookEngine, input as hook_input};
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
@@ -16,6 +19,11 @@ use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
 use kimi_core::toolset::Toolset;
 use kimi_wire::params::ServerInfo;
 use kimi_wire::{Server, ServerConfig};
+
+/// How long `SessionEnd` hooks may take at exit (reference: 5 s).
+const SESSION_END_HOOK_LIMIT: Duration = Duration::from_secs(5);
+/// How long background hooks may finish before they are killed at exit.
+const HOOK_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// Everything the command line decides for a wire session.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +50,8 @@ pub struct RunOptions {
     pub max_retries_per_step: Option<u64>,
     /// `--add-dir`.
     pub add_dirs: Vec<PathBuf>,
+    /// `--agent-file` (or the built-in agent when `None`).
+    pub agent_file: Option<PathBuf>,
 }
 
 /// Builds the session and serves the wire protocol on stdin/stdout until the client goes away.
@@ -49,15 +59,10 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     for warning in &config.warnings {
         tracing::warn!("config: {warning}");
     }
-    if let Some(thinking) = options.thinking {
-        tracing::info!(thinking, "thinking requested");
-    }
     let env = config::process_env();
     let resolved = config
         .resolve_model(options.model.as_deref(), &env)
         .context("invalid model configuration")?;
-    let llm = kimi_core::llm::create_provider(&resolved, &env)?;
-    let model = kimi_core::llm::model_info(&resolved, llm.as_ref());
 
     let work_dir = match &options.work_dir {
         Some(dir) => dir.clone(),
@@ -69,6 +74,15 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         (None, false) => SessionChoice::New,
     };
     let session = session::open(&share_dir, &work_dir, &choice)?;
+    let user_agent = kimi_llm::UserAgent::ours();
+    let provider_options = kimi_core::llm::ProviderOptions {
+        thinking: options.thinking.or(config.default_thinking.then_some(true)),
+        session_id: session.id.clone(),
+        reserved_context_size: config.loop_control.reserved_context_size,
+        user_agent: user_agent.clone(),
+    };
+    let llm = kimi_core::llm::create_provider(&resolved, &env, &provider_options)?;
+    let model = kimi_core::llm::model_info(&resolved, llm.as_ref());
     tracing::info!(session = %session.id, dir = %session.dir.display(), resumed = session.resumed, "session opened");
     let state = StateFile::load(&session.state_path());
 
@@ -91,11 +105,24 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     let session_state = Arc::new(SessionState::new(state.todos.clone()));
     let client_flags = Arc::new(ClientFlags::default());
     let toolset = Arc::new(Toolset::new());
-    // TOOLS-REGISTRATION (being written)
-    let _ = (&session_state, &client_flags, &environment);
+    let agent_path = options.agent_file.as_ref().map_or_else(
+        || agent_spec::DEFAULT_AGENT.to_owned(),
+        |p| p.to_string_lossy().into_owned(),
+    );
+    let spec = AgentSpec::load(&agent_path)?;
+    let deps = kimi_tools::ToolDeps {
+        env: Arc::clone(&environment),
+        state: Arc::clone(&session_state),
+        client: Arc::clone(&client_flags),
+        approvals: Arc::clone(&approvals),
+        events: events.clone(),
+        model_capabilities: model.capabilities.clone(),
+    };
+    register_tools(&toolset, &spec.effective_tools(), &deps);
 
-    let vars = kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, "");
-    let system_prompt = kimi_core::prompt::render(kimi_core::prompt::DEFAULT_SYSTEM_PROMPT, &vars);
+    let mut vars = kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, "");
+    vars.extend(spec.system_prompt_args.clone());
+    let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
     let context = Context::open(&session.context_path(), system_prompt).await;
 
     let loop_control = &config.loop_control;
@@ -113,6 +140,15 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         reserved_context_size: loop_control.reserved_context_size,
         compaction_trigger_ratio: loop_control.compaction_trigger_ratio,
     };
+    let hooks = Arc::new(HookEngine::new(
+        config.hooks.clone(),
+        session.work_dir.clone(),
+        session.id.clone(),
+    ));
+    let source = if session.resumed { "resume" } else { "startup" };
+    let _ = hooks
+        .trigger(HookEvent::SessionStart, source, hook_input::session_start(source))
+        .await;
     let soul = Arc::new(Soul::new(SoulParts {
         llm,
         model,
@@ -121,27 +157,49 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         toolset,
         approvals,
         events,
+        hooks: Arc::clone(&hooks),
         plan_mode: options.plan || config.default_plan_mode || state.plan_mode,
     }));
-    let mut configured_hooks = std::collections::BTreeMap::new();
-    for hook in &config.hooks {
-        *configured_hooks
-            .entry(format!("{:?}", hook.event))
-            .or_insert(0u32) += 1;
-    }
     let info = AgentInfo {
         server: ServerInfo {
             name: "kimi-agent".into(),
             version: env!("CARGO_PKG_VERSION").into(),
         },
         share_dir,
-        configured_hooks,
+        user_agent,
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
     server
         .run(tokio::io::stdin(), tokio::io::stdout(), agent, shutdown_signal())
         .await;
+    hooks.detach_wire();
+    let end = hooks.trigger(HookEvent::SessionEnd, "exit", hook_input::session_end("exit"));
+    if tokio::time::timeout(SESSION_END_HOOK_LIMIT, end).await.is_err() {
+        tracing::warn!("SessionEnd hooks did not finish in time");
+    }
+    hooks.shutdown(HOOK_SHUTDOWN_GRACE).await;
     Ok(())
+}
+
+/// Builds the agent's tools, by the reference's `module:Class` paths or by our tool names.
+fn register_tools(toolset: &Toolset, paths: &[String], deps: &kimi_tools::ToolDeps) {
+    for path in paths {
+        let name = kimi_tools::resolve_tool_path(path).or_else(|| {
+            kimi_tools::DEFAULT_TOOLS
+                .iter()
+                .find(|name| **name == path.as_str())
+                .copied()
+        });
+        let Some(name) = name else {
+            tracing::warn!(tool = %path, "unknown tool path in agent file; skipped");
+            continue;
+        };
+        match kimi_tools::build_tool(name, deps) {
+            Ok(Some(tool)) => toolset.register(tool),
+            Ok(None) => tracing::debug!(tool = name, "tool declined to load"),
+            Err(e) => tracing::warn!(tool = name, error = %e, "tool not built"),
+        }
+    }
 }
 
 /// The line cap: `KIMI_AGENT_MAX_LINE_BYTES` or 64 MiB.

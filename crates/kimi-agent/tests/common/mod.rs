@@ -28,7 +28,11 @@ impl TestHome {
         let root = tempfile::tempdir()?;
         std::fs::create_dir_all(root.path().join("home/.kimi"))?;
         std::fs::create_dir_all(root.path().join("work"))?;
-        Ok(Self { root, config: None, extra_args: Vec::new() })
+        Ok(Self {
+            root,
+            config: None,
+            extra_args: Vec::new(),
+        })
     }
 
     pub fn home(&self) -> PathBuf {
@@ -54,7 +58,8 @@ impl TestHome {
     pub fn scripted_config(&self, scripts: &[&str], model_extra: Value) -> Result<PathBuf> {
         let scripts_path = self.root.path().join("scripts.json");
         std::fs::write(&scripts_path, serde_json::to_string(scripts)?)?;
-        let mut model = json!({"provider": "scripted_provider", "model": "scripted_echo", "max_context_size": 100000});
+        let mut model =
+            json!({"provider": "scripted_provider", "model": "scripted_echo", "max_context_size": 100000});
         if let (Some(model), Some(extra)) = (model.as_object_mut(), model_extra.as_object()) {
             for (k, v) in extra {
                 model.insert(k.clone(), v.clone());
@@ -98,7 +103,9 @@ impl TestHome {
     /// `<share>/sessions/<md5(work dir)>`, computed independently of the binary.
     pub fn sessions_of_work_dir(&self) -> PathBuf {
         let work = self.work();
-        self.share().join("sessions").join(md5_hex(work.to_string_lossy().as_bytes()))
+        self.share()
+            .join("sessions")
+            .join(md5_hex(work.to_string_lossy().as_bytes()))
     }
 
     pub fn arg(mut self, arg: &str) -> Self {
@@ -122,7 +129,9 @@ impl TestHome {
     /// Every session directory created under the share dir.
     pub fn session_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = Vec::new();
-        let Ok(hashes) = std::fs::read_dir(self.share().join("sessions")) else { return dirs };
+        let Ok(hashes) = std::fs::read_dir(self.share().join("sessions")) else {
+            return dirs;
+        };
         for hash in hashes.flatten() {
             if let Ok(sessions) = std::fs::read_dir(hash.path()) {
                 dirs.extend(sessions.flatten().map(|s| s.path()));
@@ -170,7 +179,13 @@ impl WireProcess {
             .context("spawning kimi-agent")?;
         let stdin = child.stdin.take().context("stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        Ok(Self { child, stdin: Some(stdin), stdout, buffered: VecDeque::new(), next_id: 0 })
+        Ok(Self {
+            child,
+            stdin: Some(stdin),
+            stdout,
+            buffered: VecDeque::new(),
+            next_id: 0,
+        })
     }
 
     /// Writes one raw line.
@@ -199,19 +214,23 @@ impl WireProcess {
     pub async fn request(&mut self, method: &str, params: Value) -> Result<String> {
         self.next_id += 1;
         let id = format!("{method}-{}", self.next_id);
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
         Ok(id)
     }
 
     /// Answers a server request.
     pub async fn respond(&mut self, id: &str, result: Value) -> Result<()> {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result})).await
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await
     }
 
     /// Answers a server request with a JSON-RPC error.
     pub async fn respond_error(&mut self, id: &str, code: i64, message: &str) -> Result<()> {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": null}}))
-            .await
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": null}}),
+        )
+        .await
     }
 
     /// Reads the next message and fails unless it is exactly the error `code`/`message` for `id`
@@ -226,7 +245,8 @@ impl WireProcess {
     /// and it must be the very next message.
     pub async fn assert_alive(&mut self) -> Result<()> {
         let id = self.request("cancel", json!({})).await?;
-        self.expect_error(Some(&id), -32000, "No agent turn is in progress").await
+        self.expect_error(Some(&id), -32000, "No agent turn is in progress")
+            .await
     }
 
     /// Sends `prompt` and returns its id without waiting.
@@ -270,7 +290,8 @@ impl WireProcess {
 
     /// Reads until the response to `id`; returns it and the events/requests before it.
     pub async fn read_response(&mut self, id: &str) -> Result<(Value, Vec<Value>)> {
-        self.read_until(|m| m.get("id").and_then(Value::as_str) == Some(id) && m.get("method").is_none()).await
+        self.read_until(|m| m.get("id").and_then(Value::as_str) == Some(id) && m.get("method").is_none())
+            .await
     }
 
     /// Reads until an event of `kind`, keeping the others buffered for later reads.
@@ -283,13 +304,31 @@ impl WireProcess {
         self.wait_message("request", kind).await
     }
 
+    /// Like [`WireProcess::wait_request`], but leaves the request and everything before it buffered, so a
+    /// later [`WireProcess::read_response`] returns the whole conversation in order.
+    pub async fn peek_request(&mut self, kind: &str) -> Result<Value> {
+        let (found, skipped) = self.read_until(|m| is_message(m, "request", kind)).await?;
+        for message in std::iter::once(found.clone()).chain(skipped.into_iter().rev()) {
+            self.buffered.push_front(message);
+        }
+        Ok(found)
+    }
+
+    /// Reads until the response to `id` (e.g. of a `steer` or `cancel` sent during a turn) and returns it,
+    /// leaving the events and requests read on the way buffered for the turn's own reads.
+    pub async fn response_to(&mut self, id: &str) -> Result<Value> {
+        self.find(|m| m.get("id").and_then(Value::as_str) == Some(id) && m.get("method").is_none())
+            .await
+    }
+
     async fn wait_message(&mut self, method: &str, kind: &str) -> Result<Value> {
-        let (found, skipped) = self
-            .read_until(|m| {
-                m.get("method").and_then(Value::as_str) == Some(method)
-                    && m["params"]["type"].as_str() == Some(kind)
-            })
-            .await?;
+        self.find(|m| is_message(m, method, kind)).await
+    }
+
+    /// Reads until `pred` matches and returns that message; what was skipped goes back to the front of
+    /// the buffer in order.
+    async fn find(&mut self, pred: impl Fn(&Value) -> bool) -> Result<Value> {
+        let (found, skipped) = self.read_until(pred).await?;
         for message in skipped.into_iter().rev() {
             self.buffered.push_front(message);
         }
@@ -300,7 +339,10 @@ impl WireProcess {
     pub async fn initialize(&mut self, params: Value) -> Result<Value> {
         let id = self.request("initialize", params).await?;
         let (response, _) = self.read_response(&id).await?;
-        response.get("result").cloned().ok_or_else(|| anyhow!("initialize failed: {response}"))
+        response
+            .get("result")
+            .cloned()
+            .ok_or_else(|| anyhow!("initialize failed: {response}"))
     }
 
     /// Sends `prompt` and waits for its response, answering nothing.
@@ -312,7 +354,9 @@ impl WireProcess {
     /// Waits for the process to exit after EOF.
     pub async fn wait_exit(&mut self) -> Result<std::process::ExitStatus> {
         self.close_stdin();
-        Ok(tokio::time::timeout(READ_TIMEOUT, self.child.wait()).await.map_err(|_| anyhow!("no exit"))??)
+        Ok(tokio::time::timeout(READ_TIMEOUT, self.child.wait())
+            .await
+            .map_err(|_| anyhow!("no exit"))??)
     }
 }
 
@@ -368,7 +412,10 @@ pub fn rpc_result(id: &str, result: Value) -> Value {
 
 /// A `tool_call:` DSL line; `arguments` is the raw argument string (or `None` for streamed arguments).
 pub fn tool_call_line(id: &str, name: &str, arguments: Option<&str>) -> String {
-    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": arguments}))
+    format!(
+        "tool_call: {}",
+        json!({"id": id, "name": name, "arguments": arguments})
+    )
 }
 
 /// An external tool definition for `initialize`, taking `{path: string}`.
@@ -411,7 +458,12 @@ pub fn summarize(messages: &[Value]) -> Vec<Value> {
             continue;
         }
         let end = (i + 1..summary.len())
-            .find(|&j| matches!(summary[j]["type"].as_str(), Some("StepBegin" | "TurnBegin" | "CompactionBegin")))
+            .find(|&j| {
+                matches!(
+                    summary[j]["type"].as_str(),
+                    Some("StepBegin" | "TurnBegin" | "CompactionBegin")
+                )
+            })
             .unwrap_or(summary.len());
         out.extend(order_step(&summary[i..end]));
         i = end;
@@ -429,10 +481,17 @@ fn order_step(block: &[Value]) -> Vec<Value> {
         (_, Some("ToolResult")) => 5,
         _ => 6,
     };
-    let call_order: Vec<&Value> = block.iter().filter(|m| m["type"] == "ToolCall").map(|m| &m["payload"]["id"]).collect();
+    let call_order: Vec<&Value> = block
+        .iter()
+        .filter(|m| m["type"] == "ToolCall")
+        .map(|m| &m["payload"]["id"])
+        .collect();
     let call_index = |m: &Value| {
         if m["type"] == "ToolResult" {
-            call_order.iter().position(|id| **id == m["payload"]["tool_call_id"]).unwrap_or(usize::MAX)
+            call_order
+                .iter()
+                .position(|id| **id == m["payload"]["tool_call_id"])
+                .unwrap_or(usize::MAX)
         } else {
             0
         }
@@ -443,25 +502,55 @@ fn order_step(block: &[Value]) -> Vec<Value> {
     ordered
 }
 
+/// Whether `message` is a `method` (`event` / `request`) message of `kind`.
+fn is_message(message: &Value, method: &str, kind: &str) -> bool {
+    message.get("method").and_then(Value::as_str) == Some(method)
+        && message["params"]["type"].as_str() == Some(kind)
+}
+
 /// `(method, type)` of every message, for order assertions.
 pub fn kinds(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
         .filter_map(|m| {
             let method = m.get("method")?.as_str()?;
-            Some(format!("{method}:{}", m["params"]["type"].as_str().unwrap_or("?")))
+            Some(format!(
+                "{method}:{}",
+                m["params"]["type"].as_str().unwrap_or("?")
+            ))
+        })
+        .collect()
+}
+
+/// `method:type` of every message after [`summarize`]'s per-step ordering: for order assertions on steps
+/// whose tool requests may legally arrive before the step's StatusUpdate.
+pub fn summary_kinds(messages: &[Value]) -> Vec<String> {
+    summarize(messages)
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}",
+                m["method"].as_str().unwrap_or("?"),
+                m["type"].as_str().unwrap_or("?")
+            )
         })
         .collect()
 }
 
 /// The payloads of events of `kind`.
 pub fn payloads<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    messages.iter().filter(|m| m["params"]["type"] == kind).map(|m| &m["params"]["payload"]).collect()
+    messages
+        .iter()
+        .filter(|m| m["params"]["type"] == kind)
+        .map(|m| &m["params"]["payload"])
+        .collect()
 }
 
 /// The number of lines of a text file (0 when it is missing).
 pub fn count_lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
 }
 
 /// The `role` of every line of a context.jsonl.
@@ -471,7 +560,10 @@ pub fn context_roles(path: &Path) -> Result<Vec<String>> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let v: Value = serde_json::from_str(l)?;
-            v["role"].as_str().map(str::to_owned).ok_or_else(|| anyhow!("no role in {l}"))
+            v["role"]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| anyhow!("no role in {l}"))
         })
         .collect()
 }
@@ -490,11 +582,13 @@ pub fn dir_names(dir: &Path) -> Result<Vec<String>> {
 /// here so the tests do not share the implementation's hashing.
 pub fn md5_hex(input: &[u8]) -> String {
     const S: [u32; 64] = [
-        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9,
-        14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15,
-        21, 6, 10, 15, 21,
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+        5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15,
+        21, 6, 10, 15, 21, 6, 10, 15, 21,
     ];
-    let k: Vec<u32> = (0..64u32).map(|i| ((f64::from(i) + 1.0).sin().abs() * 4_294_967_296.0) as u32).collect();
+    let k: Vec<u32> = (0..64u32)
+        .map(|i| ((f64::from(i) + 1.0).sin().abs() * 4_294_967_296.0) as u32)
+        .collect();
     let mut message = input.to_vec();
     let bit_len = (input.len() as u64).wrapping_mul(8);
     message.push(0x80);
@@ -504,8 +598,10 @@ pub fn md5_hex(input: &[u8]) -> String {
     message.extend_from_slice(&bit_len.to_le_bytes());
     let mut state: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
     for chunk in message.chunks(64) {
-        let m: Vec<u32> =
-            chunk.chunks(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
+        let m: Vec<u32> = chunk
+            .chunks(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
         let [mut a, mut b, mut c, mut d] = state;
         for i in 0..64 {
             let (f, g) = match i / 16 {
@@ -514,14 +610,22 @@ pub fn md5_hex(input: &[u8]) -> String {
                 2 => (b ^ c ^ d, (3 * i + 5) % 16),
                 _ => (c ^ (b | !d), (7 * i) % 16),
             };
-            let rotated = a.wrapping_add(f).wrapping_add(k[i]).wrapping_add(m[g]).rotate_left(S[i]);
+            let rotated = a
+                .wrapping_add(f)
+                .wrapping_add(k[i])
+                .wrapping_add(m[g])
+                .rotate_left(S[i]);
             (a, d, c, b) = (d, c, b, b.wrapping_add(rotated));
         }
         for (s, v) in state.iter_mut().zip([a, b, c, d]) {
             *s = s.wrapping_add(v);
         }
     }
-    state.iter().flat_map(|s| s.to_le_bytes()).map(|byte| format!("{byte:02x}")).collect()
+    state
+        .iter()
+        .flat_map(|s| s.to_le_bytes())
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// Fails unless `path` exists.
@@ -530,4 +634,18 @@ pub fn assert_exists(path: &Path) -> Result<()> {
         bail!("{} does not exist", path.display());
     }
     Ok(())
+}
+
+/// A `tool_call:` DSL line calling the built-in Shell tool with `command`.
+pub fn shell_call_line(id: &str, command: &str) -> String {
+    tool_call_line(id, "Shell", Some(&json!({"command": command}).to_string()))
+}
+
+/// The answer approving (or `response`-ing) an ApprovalRequest message.
+pub fn approval_answer(request: &Value, response: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": request["id"],
+        "result": {"request_id": request["params"]["payload"]["id"], "response": response},
+    })
 }

@@ -1,0 +1,20 @@
+//! One module per area of the protocol; the shared harness is in `tests/common`.
+
+mod cli;
+mod errors;
+mod initialize;
+mod prompt;
+mod sessions;
+mod steer_cancel;
+
+/// A self-check of the harness's MD5, which the session tests rely on to find folders independently.
+#[test]
+fn md5_matches_known_answers() {
+    use crate::common::md5_hex;
+    pretty_assertions::assert_eq!(md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
+    pretty_assertions::assert_eq!(md5_hex(b"abc"), "900150983cd24fb0d6963f7d28e17f72");
+    pretty_assertions::assert_eq!(
+        md5_hex(b"12345678901234567890123456789012345678901234567890123456789012345678901234567890"),
+        "57edf4a22be3c955ac49da2e2107b67a"
+    );
+}
