@@ -208,6 +208,17 @@ pub enum McpCommand {
         /// Name of the MCP server to test.
         name: String,
     },
+    /// Authorize with an OAuth-enabled MCP server (not supported yet; explains what to do).
+    Auth {
+        /// Name of the MCP server to authorize.
+        name: String,
+    },
+    /// Reset OAuth authorization for an MCP server (clear stored tokens).
+    #[command(name = "reset-auth")]
+    ResetAuth {
+        /// Name of the MCP server to reset authorization.
+        name: String,
+    },
 }
 
 /// `mcp add` arguments.
@@ -267,6 +278,7 @@ impl Cli {
     pub fn validate(&self) -> Result<(), clap::Error> {
         self.check_paths()?;
         self.check_unsupported()?;
+        self.check_session_id()?;
 
         // Reference: each group is checked in this order, naming the flags in this order.
         let groups: [&[(&str, bool)]; 3] = [
@@ -321,6 +333,24 @@ impl Cli {
     /// after parsing, such as `--config` text that is not a valid configuration.
     pub fn bad_parameter(flag: &str, message: &str) -> clap::Error {
         bad_parameter(ErrorKind::InvalidValue, flag, message)
+    }
+
+    /// A session id becomes a directory name: one that could leave the sessions directory (`/`, `..`)
+    /// is refused. The reference joins any id into a path; we do not let a client write elsewhere.
+    fn check_session_id(&self) -> Result<(), clap::Error> {
+        let Some(id) = self.session_id() else { return Ok(()) };
+        let escapes = id.is_empty()
+            || id == "."
+            || id == ".."
+            || id.contains(['/', '\\', '\0']);
+        if escapes {
+            return Err(bad_parameter(
+                ErrorKind::InvalidValue,
+                "--session",
+                &format!("'{id}' is not a valid session id: it must be a plain name without '/' or '..'."),
+            ));
+        }
+        Ok(())
     }
 
     fn check_paths(&self) -> Result<(), clap::Error> {

@@ -126,6 +126,36 @@ impl TestHome {
         args
     }
 
+    /// A command for the binary with this home's environment; stderr goes to the test's stderr.
+    pub fn command(&self, args: &[String]) -> Command {
+        let mut command = Command::new(binary());
+        command
+            .args(args)
+            .env("HOME", self.home())
+            .env("KIMI_SHARE_DIR", self.share())
+            .current_dir(self.work())
+            .stderr(Stdio::inherit());
+        command
+    }
+
+    /// Runs the binary to completion with stdin closed, capturing stdout and stderr.
+    pub async fn run_cli(&self, args: &[&str]) -> Result<Output> {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let child = self
+            .command(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawning kimi-agent")?;
+        let output = tokio::time::timeout(READ_TIMEOUT, child.wait_with_output())
+            .await
+            .map_err(|_| anyhow!("kimi-agent {args:?} did not exit"))??;
+        eprint_child_stderr(&output.stderr);
+        Ok(output)
+    }
+
     /// Every session directory created under the share dir.
     pub fn session_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = Vec::new();
@@ -360,38 +390,6 @@ impl WireProcess {
     }
 }
 
-impl TestHome {
-    /// A command for the binary with this home's environment; stderr goes to the test's stderr.
-    pub fn command(&self, args: &[String]) -> Command {
-        let mut command = Command::new(binary());
-        command
-            .args(args)
-            .env("HOME", self.home())
-            .env("KIMI_SHARE_DIR", self.share())
-            .current_dir(self.work())
-            .stderr(Stdio::inherit());
-        command
-    }
-
-    /// Runs the binary to completion with stdin closed, capturing stdout and stderr.
-    pub async fn run_cli(&self, args: &[&str]) -> Result<Output> {
-        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let child = self
-            .command(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .context("spawning kimi-agent")?;
-        let output = tokio::time::timeout(READ_TIMEOUT, child.wait_with_output())
-            .await
-            .map_err(|_| anyhow!("kimi-agent {args:?} did not exit"))??;
-        eprint_child_stderr(&output.stderr);
-        Ok(output)
-    }
-}
-
 /// Forwards a captured child stderr to the test's stderr, so failures show it.
 #[expect(clippy::print_stderr, reason = "tests forward the child's stderr")]
 fn eprint_child_stderr(stderr: &[u8]) {
@@ -416,6 +414,20 @@ pub fn tool_call_line(id: &str, name: &str, arguments: Option<&str>) -> String {
         "tool_call: {}",
         json!({"id": id, "name": name, "arguments": arguments})
     )
+}
+
+/// A `tool_call:` DSL line calling the built-in Shell tool with `command`.
+pub fn shell_call_line(id: &str, command: &str) -> String {
+    tool_call_line(id, "Shell", Some(&json!({"command": command}).to_string()))
+}
+
+/// The answer approving (or `response`-ing) an ApprovalRequest message.
+pub fn approval_answer(request: &Value, response: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": request["id"],
+        "result": {"request_id": request["params"]["payload"]["id"], "response": response},
+    })
 }
 
 /// An external tool definition for `initialize`, taking `{path: string}`.
@@ -634,18 +646,4 @@ pub fn assert_exists(path: &Path) -> Result<()> {
         bail!("{} does not exist", path.display());
     }
     Ok(())
-}
-
-/// A `tool_call:` DSL line calling the built-in Shell tool with `command`.
-pub fn shell_call_line(id: &str, command: &str) -> String {
-    tool_call_line(id, "Shell", Some(&json!({"command": command}).to_string()))
-}
-
-/// The answer approving (or `response`-ing) an ApprovalRequest message.
-pub fn approval_answer(request: &Value, response: &str) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "id": request["id"],
-        "result": {"request_id": request["params"]["payload"]["id"], "response": response},
-    })
 }

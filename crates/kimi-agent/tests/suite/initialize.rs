@@ -454,3 +454,24 @@ async fn an_invalid_response_message_does_not_resolve_a_pending_call() -> Result
     assert_eq!(response["result"], json!({"status": "finished"}));
     Ok(())
 }
+
+#[tokio::test]
+async fn an_external_tool_result_is_forwarded_as_given() -> Result<()> {
+    // Content-part output, is_error set by the client, display blocks and a tool_call_id that does not
+    // match (reference: only the JSON-RPC id matters; the inner id is merely compared and logged).
+    let (_home, mut wire, prompt, _) = start_external_call("text: done").await?;
+    let output = json!([{"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]);
+    let display = json!([{"type": "brief", "text": "Client says no"}]);
+    wire.respond(
+        "tc-1",
+        json!({"tool_call_id": "not-tc-1", "return_value": {"is_error": true, "output": output, "message": "refused", "display": display}}),
+    )
+    .await?;
+    let (response, messages) = wire.read_response(&prompt).await?;
+    assert_eq!(response["result"], json!({"status": "finished"}));
+    let expected = tool_result(
+        json!({"is_error": true, "output": output, "message": "refused", "display": display, "extras": null}),
+    );
+    assert_eq!(summarize(&messages), external_turn(expected));
+    Ok(())
+}

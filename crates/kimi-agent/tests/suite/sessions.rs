@@ -346,3 +346,159 @@ async fn replay_after_an_approved_shell_turn_matches_the_reference() -> Result<(
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn the_work_dir_is_normalized_but_symlinks_are_kept() -> Result<()> {
+    let home = TestHome::new()?.scripted(&["text: one", "text: two"])?;
+    let config = home
+        .config
+        .clone()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    // Relative, with `..` and a trailing slash: the folder is named after the absolute, normalized path.
+    let args = [
+        "--wire",
+        "--config-file",
+        &config,
+        "--session",
+        "rel",
+        "--work-dir",
+        "../work/",
+    ];
+    let mut wire = WireProcess::spawn_with(&home, args.iter().map(|a| (*a).to_owned()).collect()).await?;
+    let (response, _) = wire.prompt(json!("hi")).await?;
+    assert_eq!(response["result"], json!({"status": "finished"}));
+    assert_eq!(wire.wait_exit().await?.code(), Some(0));
+    assert_eq!(home.session_dirs(), vec![home.sessions_of_work_dir().join("rel")]);
+
+    // Reference: a symlinked work dir is not resolved, so it gets its own folder.
+    let link = home.root.path().join("link");
+    std::os::unix::fs::symlink(home.work(), &link)?;
+    let link_str = link.to_string_lossy().into_owned();
+    let args = [
+        "--wire",
+        "--config-file",
+        &config,
+        "--session",
+        "via-link",
+        "--work-dir",
+        &link_str,
+    ];
+    let mut wire = WireProcess::spawn_with(&home, args.iter().map(|a| (*a).to_owned()).collect()).await?;
+    let (response, _) = wire.prompt(json!("hi")).await?;
+    assert_eq!(response["result"], json!({"status": "finished"}));
+    assert_eq!(wire.wait_exit().await?.code(), Some(0));
+    let by_link = home
+        .share()
+        .join("sessions")
+        .join(crate::common::md5_hex(link_str.as_bytes()))
+        .join("via-link");
+    assert!(
+        home.session_dirs().contains(&by_link),
+        "{:?}",
+        home.session_dirs()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn continue_only_sees_sessions_of_its_own_work_dir() -> Result<()> {
+    let home = TestHome::new()?.scripted(&["text: one"])?;
+    run_turns(&home, &[], &["first"]).await?;
+    let other = home.root.path().join("other-work");
+    std::fs::create_dir_all(&other)?;
+    let config = home.config.clone().unwrap_or_default();
+    let output = home
+        .run_cli(&[
+            "--wire",
+            "--config-file",
+            &config.to_string_lossy(),
+            "--continue",
+            "--work-dir",
+            &other.to_string_lossy(),
+        ])
+        .await?;
+    assert_ne!(output.status.code(), Some(0), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("No previous session found for the working directory")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn replay_skips_records_it_cannot_read() -> Result<()> {
+    let home = TestHome::new()?.scripted(&["text: unused"])?;
+    let dir = home.sessions_of_work_dir().join("hand-made");
+    std::fs::create_dir_all(&dir)?;
+    // Written the way the reference writes (", " and ": " separators), with damage: a line that is not
+    // JSON, an unknown message type, and a torn last line.
+    let wire_jsonl = [
+        r#"{"type": "metadata", "protocol_version": "1.10"}"#,
+        r#"{"timestamp": 1.5, "message": {"type": "TurnBegin", "payload": {"user_input": "old"}}}"#,
+        "this is not json",
+        r#"{"timestamp": 2.5, "message": {"type": "NoSuchEvent", "payload": {}}}"#,
+        r#"{"timestamp": 3.5, "message": {"type": "ContentPart", "payload": {"type": "text", "text": "kept"}}}"#,
+        r#"{"timestamp": 4.5, "message": {"type": "TurnEnd", "payload": {}}}"#,
+        r#"{"timestamp": 5.5, "mess"#,
+    ]
+    .join("\n");
+    std::fs::write(dir.join("wire.jsonl"), wire_jsonl)?;
+    std::fs::write(dir.join("context.jsonl"), "")?;
+
+    let home = home.arg("--session").arg("hand-made");
+    let mut wire = WireProcess::spawn(&home).await?;
+    let replay = wire.request("replay", json!({})).await?;
+    let (response, messages) = wire.read_response(&replay).await?;
+    assert_eq!(
+        response,
+        rpc_result(&replay, json!({"status": "finished", "events": 3, "requests": 0}))
+    );
+    assert_eq!(
+        summarize(&messages),
+        vec![
+            event("TurnBegin", json!({"user_input": "old"})),
+            event("ContentPart", json!({"type": "text", "text": "kept"})),
+            event("TurnEnd", json!({})),
+        ]
+    );
+    wire.assert_alive().await
+}
+
+/// Session ids come from the command line; one that is a path must not place session files outside
+/// `<share>/sessions/<hash>/` (the reference joins it as a path; we should refuse it instead).
+#[tokio::test]
+async fn a_session_id_cannot_escape_the_sessions_directory() -> Result<()> {
+    for id in ["../../escape", "/ABSOLUTE"] {
+        let home = TestHome::new()?.scripted(&["text: hello"])?;
+        let absolute = home.root.path().join("abs-session");
+        let id = if id == "/ABSOLUTE" {
+            absolute.to_string_lossy().into_owned()
+        } else {
+            id.to_owned()
+        };
+        let mut args = home.args();
+        args.extend(["--session".to_owned(), id.clone()]);
+        let mut wire = WireProcess::spawn_with(&home, args).await?;
+        // Either refused at start (the process ends) or served: both are fine, escaping is not.
+        if let Ok((response, _)) = wire.prompt(json!("hi")).await {
+            assert_eq!(response["result"], json!({"status": "finished"}));
+        }
+        wire.wait_exit().await?;
+        assert!(
+            !home.share().join("escape").exists(),
+            "{id}: wrote <share>/escape"
+        );
+        assert!(!absolute.exists(), "{id}: wrote {}", absolute.display());
+        for dir in home.session_dirs() {
+            assert_eq!(
+                dir.parent(),
+                Some(home.sessions_of_work_dir().as_path()),
+                "{id}: {}",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
