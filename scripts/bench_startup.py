@@ -36,6 +36,8 @@ def make_home(tmp: Path) -> tuple[dict, list[str]]:
                             "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": str(scripts)}}},
     }))
     env = dict(os.environ, HOME=str(tmp / "home"), KIMI_SHARE_DIR=str(tmp / "home" / ".kimi"))
+    # The reference launcher keeps its virtualenv under $HOME unless told where: keep using the real one.
+    env.setdefault("KIMI_REFERENCE_HOME", str(Path.home() / ".cache" / "kimi-reference"))
     args = ["--wire", "--config-file", str(config), "--work-dir", str(tmp / "work")]
     return env, args
 

@@ -10,7 +10,7 @@
 //! - `shell` ([`Shell`]): one bash command, with its process-group handling in `shell/process.rs`.
 //! - `todo` ([`SetTodoList`]): the session's todo list.
 //! - `ask_user` ([`AskUserQuestion`]): multiple-choice questions to the user over the wire.
-//! - [`file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
+//! - [`mod@file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
 //! - [`args`]: argument checks with the reference's (pydantic's) messages.
 //! - [`json`]: JSON spaced as Python's `json.dumps` writes it, for outputs the reference builds that way.
@@ -95,12 +95,6 @@ const NOT_YET_AVAILABLE: &[&str] = &[
     "TaskList",
     "TaskOutput",
     "TaskStop",
-    "ReadFile",
-    "ReadMediaFile",
-    "Glob",
-    "Grep",
-    "WriteFile",
-    "StrReplaceFile",
     "SearchWeb",
     "FetchURL",
     "ExitPlanMode",
@@ -124,8 +118,18 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
             Arc::clone(&deps.client),
             deps.events.clone(),
         )),
-        // Reference rules still to apply when these arrive: ReadMediaFile loads only when the model has
-        // `image_in` or `video_in`; SearchWeb only when `services.moonshot_search` is configured.
+        "ReadFile" => Arc::new(file::ReadFile::new(Arc::clone(&deps.env))),
+        "ReadMediaFile" => match file::ReadMediaFile::new(Arc::clone(&deps.env), &deps.model_capabilities) {
+            Some(tool) => Arc::new(tool),
+            // Reference: only offered to models that take images or videos.
+            None => return Ok(None),
+        },
+        "Glob" => Arc::new(file::Glob::new(Arc::clone(&deps.env), Vec::new())),
+        "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env))),
+        "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env))),
+        "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
+        // Reference rule still to apply when it arrives: SearchWeb only when
+        // `services.moonshot_search` is configured.
         _ if NOT_YET_AVAILABLE.contains(&name) => {
             tracing::debug!(tool = name, "built-in tool not available yet; skipped");
             return Ok(None);
@@ -225,7 +229,10 @@ mod tests {
                 built.push(tool.spec().name.clone());
             }
         }
-        assert_eq!(built, ["AskUserQuestion", "SetTodoList", "Shell"]);
+        assert_eq!(
+            built,
+            ["AskUserQuestion", "SetTodoList", "Shell", "ReadFile", "Glob", "Grep", "WriteFile", "StrReplaceFile"]
+        );
         assert!(build_tool("Think", &deps).unwrap().is_none());
         assert_eq!(
             build_tool("Nope", &deps).unwrap_err(),
