@@ -25,7 +25,7 @@ use super::diff::build_diff_blocks;
 use super::paths::{is_within_workspace, resolve_tool_path};
 use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, decode_text, tool_error, tool_spec};
 
-/// One replacement.
+// One replacement (field doc comments are the parameter descriptions).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 struct Edit {
     /// The exact text to find; it may span several lines.
@@ -37,7 +37,7 @@ struct Edit {
     replace_all: bool,
 }
 
-/// One edit or several.
+// One edit or several.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
 enum Edits {
@@ -54,11 +54,10 @@ impl Edits {
     }
 }
 
-/// Arguments of `StrReplaceFile`.
+// Arguments of `StrReplaceFile` (field doc comments are the parameter descriptions).
 #[derive(Debug, Deserialize, JsonSchema)]
 struct EditParams {
-    /// File to edit. A relative path is taken from the working directory; a file outside the
-    /// working directory must be given by its absolute path.
+    /// File to edit. Relative paths start at the working directory; files outside it need an absolute path.
     path: String,
     /// A single edit, or a list of edits applied one after another.
     edit: Edits,

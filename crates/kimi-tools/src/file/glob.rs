@@ -30,7 +30,7 @@ use super::{blocking, tool_error, tool_spec};
 /// Most paths returned by one call.
 pub const MAX_MATCHES: usize = 1000;
 
-/// Arguments of `Glob`.
+// Arguments of `Glob` (field doc comments are the parameter descriptions).
 #[derive(Debug, Deserialize, JsonSchema)]
 struct GlobParams {
     /// The glob pattern, relative to `directory` (for example `src/**/*.rs` or `*.toml`).

@@ -59,54 +59,54 @@ const VCS_DIRS: [&str; 6] = [".git", ".svn", ".hg", ".bzr", ".jj", ".sl"];
 /// Walker threads at most (rg's own cap).
 const MAX_THREADS: usize = 12;
 
-/// Arguments of `Grep`.
+// Arguments of `Grep`, with the reference's names (`-B`, `-A`, `-C`, `-n`, `-i`, `type`). Field doc
+// comments are the parameter descriptions.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 struct GrepParams {
-    /// Regular expression to look for (Rust/ripgrep syntax: escape `{`, `(`, `.` and friends to
-    /// match them literally).
+    /// Regular expression to search for, in ripgrep (Rust regex) syntax: escape `{`, `(`, `.` and the like to match them literally.
     pattern: String,
-    /// File or directory to search; the working directory by default. Prefer an absolute path.
+    /// File or directory to search; defaults to the working directory. Give an absolute path.
     #[serde(default = "default_path")]
     path: String,
-    /// Only search files whose name matches this glob, e.g. `*.rs` or `*.{ts,tsx}`.
+    /// Only search files whose name matches this glob, e.g. `*.rs` or `*.{ts,tsx}`. No filter by default.
     #[serde(default)]
     glob: Option<String>,
-    /// `files_with_matches` (default): the paths of matching files, most recently modified first;
-    /// `content`: the matching lines (honours `-A`, `-B`, `-C`, `-n`); `count_matches`: how many
-    /// matches each file has.
+    /// `files_with_matches` (default): paths of matching files, newest first; `content`: matching lines (with `-A`, `-B`, `-C`, `-n`); `count_matches`: matches per file.
     #[serde(default = "default_output_mode")]
     output_mode: String,
-    /// Lines of context before each match (`content` mode only).
+    /// Lines of context to show before each match (`content` mode only).
     #[serde(rename = "-B", default)]
+    #[schemars(schema_with = "super::optional_integer")]
     before_context: Option<usize>,
-    /// Lines of context after each match (`content` mode only).
+    /// Lines of context to show after each match (`content` mode only).
     #[serde(rename = "-A", default)]
+    #[schemars(schema_with = "super::optional_integer")]
     after_context: Option<usize>,
-    /// Lines of context before and after each match (`content` mode only).
+    /// Lines of context to show before and after each match (`content` mode only).
     #[serde(rename = "-C", default)]
+    #[schemars(schema_with = "super::optional_integer")]
     context: Option<usize>,
-    /// Prefix lines with their line numbers (`content` mode only; on by default).
+    /// Prefix each line with its line number (`content` mode only). On by default.
     #[serde(rename = "-n", default = "yes")]
     line_number: bool,
-    /// Match without regard to case.
+    /// Ignore case when matching.
     #[serde(rename = "-i", default)]
     ignore_case: bool,
-    /// Only search files of this type (ripgrep's names: `rust`, `py`, `js`, `ts`, `go`, ...). Faster
-    /// than an equivalent `glob`.
+    /// Only search files of this type, by ripgrep's type names (`rust`, `py`, `js`, `ts`, `go`, ...). Quicker than `glob` for common languages.
     #[serde(rename = "type", default)]
     file_type: Option<String>,
-    /// Return at most this many output lines (paths, matching lines or counts); 250 by default, 0
-    /// for no limit. Large results cost context, so keep it small.
+    /// Return at most this many output lines (paths, matching lines or counts). Defaults to 250; 0 means no limit, which can flood the context.
     #[serde(default = "default_head_limit")]
+    #[schemars(schema_with = "super::optional_integer")]
     head_limit: Option<usize>,
-    /// Skip this many output lines first; combine with `head_limit` to page through results.
+    /// Skip this many output lines before applying `head_limit`, to page through results. Defaults to 0.
     #[serde(default)]
+    #[schemars(schema_with = "super::plain_integer", range(min = 0))]
     offset: usize,
-    /// Let the pattern span lines, with `.` matching newlines too.
+    /// Let the pattern span lines, with `.` also matching newlines. Off by default.
     #[serde(default)]
     multiline: bool,
-    /// Also search files that `.gitignore`, `.ignore` and similar files exclude (build output,
-    /// `node_modules`, ...). Files holding secrets stay excluded.
+    /// Also search files excluded by `.gitignore`, `.ignore` and similar (build output, `node_modules`). Secret files such as `.env` stay excluded.
     #[serde(default)]
     include_ignored: bool,
 }
@@ -951,28 +951,58 @@ mod tests {
         assert_eq!(text.chars().count(), 2000);
         assert!(text.ends_with("[...truncated]"));
     }
-}
 
-#[cfg(test)]
-mod bench_tmp {
-    use super::*;
     #[test]
-    #[ignore]
-    fn bench() {
-        let dir = std::env::var("BENCH_DIR").unwrap();
-        let pat = std::env::var("BENCH_PAT").unwrap();
-        let mode = std::env::var("BENCH_MODE").unwrap();
-        let params: GrepParams = serde_json::from_value(
-            serde_json::json!({"pattern": pat, "path": dir, "output_mode": mode, "head_limit": 0}),
-        )
-        .unwrap();
-        for _ in 0..3 {
-            let t = Instant::now();
-            let stop = AtomicBool::new(false);
-            let found = search(&params, Path::new("/"), &stop, Instant::now() + TIMEOUT).unwrap();
-            let n = found.hits.len();
-            let v = render(&params, found);
-            eprintln!("{mode}: {n} files, {:?}, msg={:.80}", t.elapsed(), v.message);
-        }
+    fn timeouts_and_full_buffers() {
+        let params: GrepParams =
+            serde_json::from_value(json!({"pattern": "x", "output_mode": "content"})).unwrap();
+        let hit = |name: &str| Hit {
+            display: name.into(),
+            lines: format!("{name}:1:x\n").into_bytes(),
+            count: 1,
+            mtime: None,
+        };
+        let value = render(
+            &params,
+            Found {
+                timed_out: true,
+                ..Found::default()
+            },
+        );
+        assert_eq!(
+            value,
+            ToolReturnValue::error(
+                "",
+                "Grep timed out after 20s. Try a more specific path or pattern.",
+                "Grep timed out"
+            )
+        );
+        let value = render(
+            &params,
+            Found {
+                hits: vec![hit("b"), hit("a")],
+                timed_out: true,
+                ..Found::default()
+            },
+        );
+        assert_eq!(
+            value,
+            ok_text(
+                "a:1:x\nb:1:x",
+                "Grep timed out after 20s. Partial results returned."
+            )
+        );
+        let value = render(
+            &params,
+            Found {
+                hits: vec![hit("a")],
+                buffer_full: true,
+                ..Found::default()
+            },
+        );
+        assert_eq!(
+            value,
+            ok_text("a:1:x", "Output exceeded buffer limit. Some results omitted.")
+        );
     }
 }

@@ -5,7 +5,7 @@
 //! or a client can see; descriptions are our own (`descriptions/*.md`).
 //!
 //! Layout:
-//! - [`paths`]: `~` expansion, lexical canonical paths, the workspace rule, the directory listing;
+//! - `paths`: `~` expansion, lexical canonical paths, the workspace rule, the directory listing;
 //! - [`sensitive`]: the secret-file filter ReadFile and Grep apply;
 //! - `file_type`: text / image / video / binary detection;
 //! - `diff`: the diff display blocks of the two editing tools;
@@ -21,7 +21,7 @@ mod edit;
 mod file_type;
 mod glob;
 mod grep;
-pub mod paths;
+mod paths;
 mod read;
 mod read_media;
 pub mod sensitive;
@@ -51,6 +51,16 @@ fn tool_spec<T: JsonSchema>(name: &str, description: &str) -> ToolSpec {
         description: description.trim_end().to_owned(),
         parameters: schema_for::<T>(),
     }
+}
+
+/// `{"type": "integer"}` without the `format` schemars adds, as the reference's schemas have it.
+fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "integer" })
+}
+
+/// An integer or `null`, as pydantic writes `int | None`.
+fn optional_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "anyOf": [{ "type": "integer" }, { "type": "null" }] })
 }
 
 /// A failed result with empty output, as the reference's `ToolError(message=.., brief=..)`.

@@ -2,7 +2,7 @@
 //! (absolute, `.`/`..` folded, symlinks left alone), the workspace test, and the two-level directory
 //! listing the Glob tool returns when it refuses a pattern.
 //!
-//! Everything here is lexical except [`list_directory`]; relative paths resolve against the work dir
+//! Everything here is lexical except `list_directory`; relative paths resolve against the work dir
 //! we are given, never the process's current directory.
 
 use std::path::{Component, Path, PathBuf};

@@ -34,20 +34,19 @@ pub const MAX_LINE_LENGTH: usize = 2000;
 /// Bytes (UTF-8, after cutting long lines) after which reading stops.
 pub const MAX_BYTES: usize = 100 << 10;
 
-/// Arguments of `ReadFile`.
+// Arguments of `ReadFile`. Field doc comments are the parameter descriptions the model reads (one line
+// each, as schemars keeps line breaks); the struct itself has none, as the reference's schema has none.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ReadParams {
-    /// File to read. A relative path is taken from the working directory; a file outside the
-    /// working directory must be given by its absolute path.
+    /// File to read. Relative paths start at the working directory; files outside it need an absolute path.
     path: String,
-    /// First line to read, counting from 1. A negative number counts from the end instead: -50
-    /// returns the last 50 lines. It may not be 0 or below -1000.
+    /// Line to start at, counting from 1. Negative values count from the end (-50 reads the last 50 lines); not 0, not below -1000.
     #[serde(default = "default_line_offset")]
+    #[schemars(schema_with = "super::plain_integer")]
     line_offset: i64,
-    /// How many lines to return, at most 1000 (the default). Use it with `line_offset` to page
-    /// through large files.
+    /// How many lines to return; 1000, the default, is also the most one call returns. Page through big files with `line_offset`.
     #[serde(default = "default_n_lines")]
-    #[schemars(range(min = 1))]
+    #[schemars(schema_with = "super::plain_integer", range(min = 1))]
     n_lines: i64,
 }
 

@@ -27,11 +27,10 @@ use super::{blocking, tool_error, tool_spec};
 /// Largest file accepted, in MiB.
 pub const MAX_MEDIA_MEGABYTES: u64 = 100;
 
-/// Arguments of `ReadMediaFile`.
+// Arguments of `ReadMediaFile` (field doc comments are the parameter descriptions).
 #[derive(Debug, Deserialize, JsonSchema)]
 struct MediaParams {
-    /// Image or video file to load. A relative path is taken from the working directory; a file
-    /// outside the working directory must be given by its absolute path.
+    /// Image or video file to load. Relative paths start at the working directory; files outside it need an absolute path.
     path: String,
 }
 

@@ -15,8 +15,10 @@ const ENV_PREFIX: &str = ".env.";
 
 /// Path tails that hold secrets, each with and without a leading slash (the reference checks whether
 /// the path ends with the pattern or contains it after a slash).
-const SECRET_PATHS: [(&str, &str); 2] =
-    [(".aws/credentials", "/.aws/credentials"), (".gcp/credentials", "/.gcp/credentials")];
+const SECRET_PATHS: [(&str, &str); 2] = [
+    (".aws/credentials", "/.aws/credentials"),
+    (".gcp/credentials", "/.gcp/credentials"),
+];
 
 /// `.env.*` files that are templates rather than secrets.
 const EXEMPT_NAMES: [&str; 3] = [".env.example", ".env.sample", ".env.template"];
@@ -33,7 +35,9 @@ pub fn is_sensitive_file(path: &Path) -> bool {
         return true;
     }
     let text = path.to_string_lossy();
-    SECRET_PATHS.iter().any(|(tail, inner)| text.ends_with(tail) || text.contains(inner))
+    SECRET_PATHS
+        .iter()
+        .any(|(tail, inner)| text.ends_with(tail) || text.contains(inner))
 }
 
 /// The note added to a result when sensitive files were left out: how many, and up to five of their
@@ -43,7 +47,9 @@ pub fn sensitive_file_warning<S: AsRef<str>>(paths: &[S]) -> String {
         .iter()
         .map(|p| {
             let p = Path::new(p.as_ref());
-            p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
         })
         .collect();
     names.sort();

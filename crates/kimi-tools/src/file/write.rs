@@ -13,7 +13,7 @@ use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{DisplayBlock, ToolReturnValue};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
@@ -21,26 +21,24 @@ use super::diff::build_diff_blocks;
 use super::paths::{is_within_workspace, resolve_tool_path};
 use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, decode_text, tool_error, tool_spec};
 
-/// How the content is written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+// How the content is written: replace the whole file, or add to its end. (No doc comments on the
+// variants, so the schema is a plain string `enum` as the reference's.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 enum WriteMode {
-    /// Replace the whole file.
     #[default]
     Overwrite,
-    /// Add to the end of the file.
     Append,
 }
 
-/// Arguments of `WriteFile`.
+// Arguments of `WriteFile` (field doc comments are the parameter descriptions).
 #[derive(Debug, Deserialize, JsonSchema)]
 struct WriteParams {
-    /// File to write. A relative path is taken from the working directory; a file outside the
-    /// working directory must be given by its absolute path.
+    /// File to write. Relative paths start at the working directory; files outside it need an absolute path.
     path: String,
     /// The text to write.
     content: String,
-    /// `overwrite` (the default) replaces the file; `append` adds the content to its end.
+    /// `overwrite` (the default) replaces the whole file; `append` adds the content to the end of the file.
     #[serde(default)]
     mode: WriteMode,
 }
