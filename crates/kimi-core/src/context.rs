@@ -11,7 +11,7 @@ use kimi_wire::message::{ContentPart, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::recorder::{LineWriter, WriteError};
+use crate::recorder::{LineWriter, RecordReader, WriteError, repair_tail_logged};
 
 /// The in-memory context plus its file.
 #[derive(Debug)]
@@ -51,45 +51,20 @@ impl Context {
     }
 
     /// Opens `path`: restores what it holds (its system prompt wins over `system_prompt`, as in the
-    /// reference), or starts it with `system_prompt`.
+    /// reference), or starts it with `system_prompt`. A record torn by a crash is cut from the file
+    /// first; unreadable records are skipped, counted and logged, and never end the read.
     pub async fn open(path: &Path, system_prompt: String) -> Self {
-        let existing = tokio::fs::read_to_string(path).await.unwrap_or_default();
+        let target = path.to_path_buf();
+        let _ = tokio::task::spawn_blocking(move || repair_tail_logged(&target)).await;
         let mut context = Self::in_memory(system_prompt);
-        let mut restored_prompt = false;
-        let mut skipped = 0usize;
-        for line in existing.lines().filter(|l| !l.trim().is_empty()) {
-            let Ok(value) = serde_json::from_str::<Value>(line) else {
-                skipped += 1;
-                continue;
-            };
-            match value.get("role").and_then(Value::as_str) {
-                Some("_system_prompt") => {
-                    if let Some(prompt) = value.get("content").and_then(Value::as_str) {
-                        context.system_prompt = prompt.to_owned();
-                        restored_prompt = true;
-                    }
-                }
-                Some("_checkpoint") => {
-                    let id = value.get("id").and_then(Value::as_u64).unwrap_or(0);
-                    context.next_checkpoint = context.next_checkpoint.max(id + 1);
-                }
-                Some("_usage") => {
-                    context.token_count = value.get("token_count").and_then(Value::as_u64).unwrap_or(0);
-                    context.pending_estimate = 0;
-                }
-                Some(_) => match decode_message(value) {
-                    Some(message) => {
-                        context.pending_estimate += estimate_tokens(std::slice::from_ref(&message));
-                        context.messages.push(message);
-                    }
-                    None => skipped += 1,
-                },
-                None => skipped += 1,
+        let restored_prompt = match tokio::fs::File::open(path).await {
+            Ok(file) => context.restore(path, file).await,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => {
+                tracing::error!(path = %path.display(), error = %e, "context.jsonl unreadable; starting empty");
+                false
             }
-        }
-        if skipped > 0 {
-            tracing::warn!(path = %path.display(), skipped, "unreadable context records skipped");
-        }
+        };
         let file = LineWriter::spawn(path);
         if !restored_prompt {
             let _ =
@@ -97,6 +72,64 @@ impl Context {
         }
         context.file = Some(file);
         context
+    }
+
+    /// Applies every readable record of `file`; returns whether it held a system prompt.
+    async fn restore(&mut self, path: &Path, file: tokio::fs::File) -> bool {
+        let mut records = RecordReader::new(tokio::io::BufReader::new(file));
+        let mut restored_prompt = false;
+        loop {
+            let line = match records.next_record().await {
+                Ok(Some(line)) => line,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "context.jsonl read failed part way");
+                    break;
+                }
+            };
+            // The reference reads the file with `errors="replace"`: invalid UTF-8 costs characters,
+            // not the record.
+            let value = serde_json::from_slice::<Value>(line).or_else(|e| match std::str::from_utf8(line) {
+                Ok(_) => Err(e),
+                Err(_) => serde_json::from_str(&String::from_utf8_lossy(line)),
+            });
+            let Ok(value) = value else {
+                records.skip();
+                continue;
+            };
+            match value.get("role").and_then(Value::as_str) {
+                Some("_system_prompt") => {
+                    if let Some(prompt) = value.get("content").and_then(Value::as_str) {
+                        self.system_prompt = prompt.to_owned();
+                        restored_prompt = true;
+                    }
+                }
+                Some("_checkpoint") => {
+                    let id = value.get("id").and_then(Value::as_u64).unwrap_or(0);
+                    self.next_checkpoint = self.next_checkpoint.max(id + 1);
+                }
+                Some("_usage") => {
+                    self.token_count = value.get("token_count").and_then(Value::as_u64).unwrap_or(0);
+                    self.pending_estimate = 0;
+                }
+                Some(_) => match decode_message(value) {
+                    Some(message) => {
+                        self.pending_estimate += estimate_tokens(std::slice::from_ref(&message));
+                        self.messages.push(message);
+                    }
+                    None => records.skip(),
+                },
+                None => records.skip(),
+            }
+        }
+        if records.skipped() > 0 {
+            tracing::warn!(
+                path = %path.display(),
+                skipped = records.skipped(),
+                "unreadable context records skipped"
+            );
+        }
+        restored_prompt
     }
 
     /// The system prompt in force.
@@ -240,4 +273,74 @@ fn decode_message(value: Value) -> Option<Message> {
         tool_call_id: stored.tool_call_id,
         name: stored.name,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(context: &Context) -> Vec<String> {
+        context
+            .messages()
+            .iter()
+            .flat_map(|m| {
+                m.content
+                    .iter()
+                    .filter_map(ContentPart::as_text)
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_damaged_file_restores_every_readable_record_and_is_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        let mut content = Vec::new();
+        content.extend_from_slice(b"{\"role\": \"_system_prompt\", \"content\": \"old prompt\"}\n");
+        content.extend_from_slice(b"{\"role\": \"_checkpoint\", \"id\": 0}\n");
+        content.extend_from_slice(b"{\"role\":\"user\",\"content\":\"first\"}\n");
+        content.extend_from_slice(b"garbage in the middle\n");
+        content.extend_from_slice(b"\0\0\0\0{\"role\":\"assistant\",\"content\":\"caf\xff\"}\n");
+        content.extend_from_slice(b"{\"role\": \"_usage\", \"token_count\": 42}\n");
+        content.extend_from_slice(b"{\"role\": \"_checkpoint\", \"id\": 1}\n");
+        content.extend_from_slice(b"{\"role\":\"user\",\"content\":\"second\"}\n");
+        content.extend_from_slice(b"{\"role\":\"assistant\",\"content\":\"torn");
+        std::fs::write(&path, &content).unwrap();
+
+        let mut context = Context::open(&path, "new prompt".into()).await;
+        assert_eq!(context.system_prompt(), "old prompt");
+        assert_eq!(texts(&context), ["first", "caf\u{fffd}", "second"]);
+        assert_eq!(context.token_count(), 42);
+        assert!(context.has_checkpoints());
+
+        context
+            .append(Message::new(Role::Assistant, vec![ContentPart::text("third")]))
+            .unwrap();
+        context.flush(true).await.unwrap();
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        let last = text.lines().last().unwrap();
+        assert_eq!(last, r#"{"role":"assistant","content":"third"}"#);
+        assert!(!text.contains("torn"), "the torn record was cut: {text}");
+
+        // The checkpoint numbering continues after the restored ones.
+        context.checkpoint().unwrap();
+        context.flush(false).await.unwrap();
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        assert!(text.ends_with("{\"role\":\"_checkpoint\",\"id\":2}\n"), "{text}");
+        let reopened = Context::open(&path, "x".into()).await;
+        assert_eq!(texts(&reopened), ["first", "caf\u{fffd}", "second", "third"]);
+    }
+
+    #[tokio::test]
+    async fn a_new_file_starts_with_the_system_prompt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        let context = Context::open(&path, "prompt".into()).await;
+        context.flush(false).await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"role\":\"_system_prompt\",\"content\":\"prompt\"}\n"
+        );
+    }
 }

@@ -30,11 +30,15 @@ impl EventSink {
         self.recorder.as_ref()
     }
 
-    /// Streams `event` to the client and records it. A client that went away is not an error here:
-    /// the turn notices through its cancellation.
+    /// Records `event` and streams it to the client. Recording comes first and waits for the message it
+    /// displaces to be written, so whatever the client has seen is in wire.jsonl except at most the
+    /// record still being merged, even if the process is killed the next instant. A client that went
+    /// away is not an error here: the turn notices through its cancellation.
     pub async fn emit(&self, event: Event) {
+        if self.recorder.is_some() {
+            self.record(WireMessage::Event(event.clone())).await;
+        }
         let _ = self.client.send_event(&event).await;
-        self.record(WireMessage::Event(event)).await;
     }
 
     /// Sends a turn request (external tool call, question) and records it.

@@ -1,8 +1,12 @@
-//! Session files: the single-writer appender ([`LineWriter`]) and the `wire.jsonl` recorder
-//! ([`WireRecorder`]).
+//! Session files: the single-writer appender ([`LineWriter`]), the `wire.jsonl` recorder
+//! ([`WireRecorder`]) and reader ([`WireFileReader`]), and the crash-tolerant reading both files share
+//! ([`repair_tail`], [`RecordReader`]).
 
+mod reader;
 mod wire;
 mod writer;
 
-pub use wire::{WireRecorder, read_wire_file};
+pub(crate) use reader::repair_tail_logged;
+pub use reader::{MAX_RECORD_BYTES, RecordReader, TailRepair, repair_tail};
+pub use wire::{ReplayItem, WireFileReader, WireRecorder};
 pub use writer::{LineWriter, WriteError};

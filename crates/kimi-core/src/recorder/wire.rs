@@ -5,14 +5,25 @@
 //! `ToolCallPart`s are folded into the `arguments` of the `ToolCall` they continue. The first line is
 //! `{"type": "metadata", "protocol_version": "1.10"}`; every other line is
 //! `{"timestamp": <unix seconds>, "message": {"type": .., "payload": ..}}`.
+//!
+//! [`WireFileReader`] streams such a file back for `replay` without holding it in memory. Events go out
+//! as the record's own `message` text wrapped in the JSON-RPC envelope, with no parse into typed values
+//! and no re-serialization, once their `type` has been seen to parse: that is what lets a large session
+//! replay at the speed of the pipe. Deviation from the reference, which re-serializes every record: a
+//! payload field the reference would drop or fill with its default is sent as recorded.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kimi_wire::message::{ContentPart, Event, WireMessage};
-use serde::Serialize;
+use kimi_wire::message::{ContentPart, Event, Request, WireMessage};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::io::BufReader;
 
+use super::reader::{RecordReader, repair_tail_logged};
 use super::writer::{LineWriter, WriteError};
 
 #[derive(Serialize)]
@@ -33,8 +44,11 @@ pub struct WireRecorder {
 }
 
 impl WireRecorder {
-    /// Opens (or creates) `path`; a new or empty file gets the metadata header.
+    /// Opens (or creates) `path`, first cutting a record torn by a crash; a new or empty file gets the
+    /// metadata header.
     pub async fn open(path: &Path) -> Self {
+        let target = path.to_path_buf();
+        let _ = tokio::task::spawn_blocking(move || repair_tail_logged(&target)).await;
         let (needs_header, has_records) = inspect(path).await;
         let writer = LineWriter::spawn(path);
         if needs_header {
@@ -49,10 +63,14 @@ impl WireRecorder {
         }
     }
 
-    /// Records one message, merging it into the held one where the reference would.
+    /// Records one message, merging it into the held one where the reference would. Returns once the
+    /// message this one displaced (if any) is written, so a caller that records before it streams knows
+    /// every message before the current one is in the file: a crash then loses at most the record still
+    /// being merged.
     pub async fn record(&self, message: WireMessage) -> Result<(), WriteError> {
         self.has_records.store(true, std::sync::atomic::Ordering::Relaxed);
-        let ready = {
+        // Queued under the lock, so concurrent callers cannot reorder records.
+        let written = {
             let mut held = self
                 .held
                 .lock()
@@ -68,13 +86,13 @@ impl WireRecorder {
                         None
                     } else {
                         *held = Some(message);
-                        Some(previous)
+                        self.queue(&previous)
                     }
                 }
             }
         };
-        match ready {
-            Some(message) => self.write(&message).await,
+        match written {
+            Some(written) => written.await,
             None => Ok(()),
         }
     }
@@ -97,27 +115,31 @@ impl WireRecorder {
     }
 
     async fn release(&self) -> Result<(), WriteError> {
-        let held = self
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        match held {
-            Some(message) => self.write(&message).await,
+        let written = {
+            let mut held = self
+                .held
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            held.take().and_then(|message| self.queue(&message))
+        };
+        match written {
+            Some(written) => written.await,
             None => Ok(()),
         }
     }
 
-    async fn write(&self, message: &WireMessage) -> Result<(), WriteError> {
+    /// Queues `message` as a record; the future completes when it is written. `None` when it could not
+    /// be serialized (logged; nothing to wait for).
+    fn queue(&self, message: &WireMessage) -> Option<impl Future<Output = Result<(), WriteError>> + use<>> {
         let timestamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
         match serde_json::to_string(&Record { timestamp, message }) {
-            Ok(line) => self.writer.append(line),
+            Ok(line) => Some(self.writer.write(line)),
             Err(e) => {
                 tracing::error!(error = %e, "wire record failed to serialize");
-                Ok(())
+                None
             }
         }
     }
@@ -172,30 +194,352 @@ fn merge_into(held: &mut WireMessage, next: &WireMessage) -> bool {
     }
 }
 
-/// Reads a `wire.jsonl`: the protocol version of its header and every message that parses.
-/// Lines that do not parse (a torn tail after a crash, garbage) are skipped and counted.
-pub fn read_wire_file(content: &str) -> (Vec<WireMessage>, usize) {
-    let mut messages = Vec::new();
-    let mut skipped = 0;
-    for line in content.lines() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
-            skipped += 1;
-            continue;
+/// One recorded message, ready for the client.
+#[derive(Debug)]
+pub enum ReplayItem {
+    /// An event as its whole JSON-RPC `event` notification line (the fast path).
+    EventLine(String),
+    /// An event recorded under an older name (an alias), parsed to be sent under the current one.
+    Event(Box<Event>),
+    /// A request; it is re-sent under its own id.
+    Request(Box<Request>),
+}
+
+/// A `wire.jsonl` line: the metadata header or a message record.
+#[derive(Deserialize)]
+struct RawLine<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    timestamp: Option<f64>,
+    #[serde(default, borrow)]
+    message: Option<&'a RawValue>,
+}
+
+/// A record's `message`: `type` and `payload`, the payload left unparsed.
+#[derive(Deserialize)]
+struct RawMessage<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    payload: &'a RawValue,
+}
+
+const EVENT_LINE_HEAD: &str = r#"{"jsonrpc":"2.0","method":"event","params":"#;
+
+/// Streams the messages of a `wire.jsonl` in order, one record in memory at a time.
+///
+/// A record is read when it parses as `{"timestamp", "message": {"type", "payload"}}` and its message
+/// is a known wire message (the reference's rule); the header and blank lines are passed over, anything
+/// else is skipped and counted, and the read goes on.
+#[derive(Debug)]
+pub struct WireFileReader {
+    records: RecordReader<BufReader<tokio::fs::File>>,
+    /// Event types one record of which parsed fully and under the same name: later records of these
+    /// types take the fast path.
+    known_events: HashSet<String>,
+}
+
+impl WireFileReader {
+    /// Opens `path`; `None` when there is no file.
+    pub async fn open(path: &Path) -> std::io::Result<Option<Self>> {
+        let file = match tokio::fs::File::open(path).await {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
         };
-        if value.get("type").and_then(|t| t.as_str()) == Some("metadata") {
-            continue;
-        }
-        match value
-            .get("message")
-            .map(|m| serde_json::from_value::<WireMessage>(m.clone()))
-        {
-            Some(Ok(message)) => messages.push(message),
-            _ => skipped += 1,
+        Ok(Some(Self {
+            records: RecordReader::new(BufReader::with_capacity(READ_BUFFER, file)),
+            known_events: HashSet::new(),
+        }))
+    }
+
+    /// The next message, or `None` at the end of the file.
+    pub async fn next_item(&mut self) -> std::io::Result<Option<ReplayItem>> {
+        loop {
+            let Some(line) = self.records.next_record().await? else {
+                return Ok(None);
+            };
+            match decode(line, &mut self.known_events) {
+                Decoded::Item(item) => return Ok(Some(item)),
+                Decoded::Header => {}
+                Decoded::Unreadable => {
+                    tracing::debug!(
+                        line = self.records.line_no(),
+                        "unreadable wire.jsonl record skipped"
+                    );
+                    self.records.skip();
+                }
+            }
         }
     }
-    (messages, skipped)
+
+    /// Records skipped so far because they could not be read.
+    pub fn skipped(&self) -> u64 {
+        self.records.skipped()
+    }
+}
+
+/// Read-ahead of the replay reader: large reads keep the syscall count low on big sessions.
+const READ_BUFFER: usize = 256 * 1024;
+
+enum Decoded {
+    Item(ReplayItem),
+    Header,
+    Unreadable,
+}
+
+fn decode(line: &[u8], known_events: &mut HashSet<String>) -> Decoded {
+    let raw = match serde_json::from_slice::<RawLine<'_>>(line) {
+        Ok(raw) => raw,
+        // Invalid UTF-8 fails the borrowed parse; the reference reads such text with replacements.
+        Err(_) if std::str::from_utf8(line).is_err() => {
+            let text = String::from_utf8_lossy(line).into_owned();
+            return decode(text.as_bytes(), known_events);
+        }
+        Err(_) => return Decoded::Unreadable,
+    };
+    let (Some(_), Some(message)) = (raw.timestamp, raw.message) else {
+        return match raw.kind.as_deref() {
+            Some("metadata") => Decoded::Header,
+            _ => Decoded::Unreadable,
+        };
+    };
+    if let Some(kind) = known_prefix(message.get())
+        && known_events.contains(kind)
+    {
+        return Decoded::Item(ReplayItem::EventLine(event_line(message.get())));
+    }
+    let Ok(envelope) = serde_json::from_str::<RawMessage<'_>>(message.get()) else {
+        return Decoded::Unreadable;
+    };
+    if !envelope.payload.get().starts_with('{') {
+        return Decoded::Unreadable;
+    }
+    match serde_json::from_str::<WireMessage>(message.get()) {
+        Ok(WireMessage::Request(request)) => Decoded::Item(ReplayItem::Request(Box::new(request))),
+        Ok(WireMessage::Event(event)) if event.type_name() == envelope.kind => {
+            known_events.insert(envelope.kind.into_owned());
+            Decoded::Item(ReplayItem::EventLine(event_line(message.get())))
+        }
+        // Recorded under an alias (an older name): sent under the current one.
+        Ok(WireMessage::Event(event)) => Decoded::Item(ReplayItem::Event(Box::new(event))),
+        Err(_) => Decoded::Unreadable,
+    }
+}
+
+/// The type name of a message laid out exactly as we and the reference write it,
+/// `{"type":"Name","payload":{` or `{"type": "Name", "payload": {`: the whole line was already validated as
+/// JSON, so this prefix is all the fast path needs to know the message has a type and an object payload,
+/// without a second parse. `None` for any other layout (which then gets the full parse).
+fn known_prefix(message: &str) -> Option<&str> {
+    for (head, middle) in [
+        (r#"{"type":""#, r#"","payload":{"#),
+        (r#"{"type": ""#, r#"", "payload": {"#),
+    ] {
+        if let Some(rest) = message.strip_prefix(head)
+            && let Some(end) = memchr::memchr(b'"', rest.as_bytes())
+            && rest[end..].starts_with(middle)
+        {
+            return Some(&rest[..end]);
+        }
+    }
+    None
+}
+
+/// `{"jsonrpc":"2.0","method":"event","params":<message>}` around the recorded message text.
+fn event_line(message: &str) -> String {
+    let mut line = String::with_capacity(EVENT_LINE_HEAD.len() + message.len() + 1);
+    line.push_str(EVENT_LINE_HEAD);
+    line.push_str(message);
+    line.push('}');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// What a client would receive for each item, as JSON values.
+    async fn replayed(content: &[u8]) -> (Vec<Value>, u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        std::fs::write(&path, content).unwrap();
+        let mut reader = WireFileReader::open(&path).await.unwrap().unwrap();
+        let mut out = Vec::new();
+        while let Some(item) = reader.next_item().await.unwrap() {
+            out.push(match item {
+                ReplayItem::EventLine(line) => serde_json::from_str(&line).unwrap(),
+                ReplayItem::Event(event) => {
+                    json!({"jsonrpc": "2.0", "method": "event", "params": event})
+                }
+                ReplayItem::Request(request) => {
+                    json!({"jsonrpc": "2.0", "method": "request", "id": request.id(), "params": request})
+                }
+            });
+        }
+        (out, reader.skipped())
+    }
+
+    fn event(kind: &str, payload: Value) -> Value {
+        json!({"jsonrpc": "2.0", "method": "event", "params": {"type": kind, "payload": payload}})
+    }
+
+    const HEADER: &str = r#"{"type": "metadata", "protocol_version": "1.10"}"#;
+    const BEGIN: &str =
+        r#"{"timestamp": 1.5, "message": {"type": "TurnBegin", "payload": {"user_input": "hi"}}}"#;
+    const TEXT: &str = r#"{"timestamp": 2.5, "message": {"type": "ContentPart", "payload": {"type": "text", "text": "yo"}}}"#;
+    const END: &str = r#"{"timestamp": 3.5, "message": {"type": "TurnEnd", "payload": {}}}"#;
+
+    #[test]
+    fn the_fast_path_reads_the_type_from_both_layouts_only() {
+        assert_eq!(
+            known_prefix(r#"{"type":"TurnEnd","payload":{}}"#),
+            Some("TurnEnd")
+        );
+        assert_eq!(
+            known_prefix(r#"{"type": "TurnEnd", "payload": {}}"#),
+            Some("TurnEnd")
+        );
+        assert_eq!(known_prefix(r#"{"payload": {}, "type": "TurnEnd"}"#), None);
+        assert_eq!(known_prefix(r#"{"type":"TurnEnd"}"#), None);
+        assert_eq!(known_prefix(r#"{"type":"TurnEnd","payload":null}"#), None);
+        assert_eq!(known_prefix(r#"{"type":"Turn\"End","payload":{}}"#), None);
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_has_no_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            WireFileReader::open(&dir.path().join("none"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn records_come_back_in_order_and_repeated_types_take_the_fast_path() {
+        let content = [HEADER, BEGIN, TEXT, TEXT, END, BEGIN, END].join("\n");
+        let (got, skipped) = replayed(content.as_bytes()).await;
+        let begin = event("TurnBegin", json!({"user_input": "hi"}));
+        let text = event("ContentPart", json!({"type": "text", "text": "yo"}));
+        let end = event("TurnEnd", json!({}));
+        assert_eq!(
+            got,
+            vec![begin.clone(), text.clone(), text, end.clone(), begin, end]
+        );
+        assert_eq!(skipped, 0);
+    }
+
+    #[tokio::test]
+    async fn damage_is_skipped_and_counted_and_never_ends_the_read() {
+        let content = [
+            HEADER,
+            BEGIN,
+            "this is not json",
+            r#"{"timestamp": 2.0, "message": {"type": "NoSuchEvent", "payload": {}}}"#,
+            r#"{"message": {"type": "TurnEnd", "payload": {}}}"#,
+            r#"{"timestamp": 2.1, "message": {"type": "ContentPart", "payload": {"type": "text"}}}"#,
+            r#"{"timestamp": 2.2, "message": {"type": "TurnEnd"}}"#,
+            "[1, 2]",
+            TEXT,
+            END,
+            r#"{"timestamp": 2.2, "message": {"type": "TurnEnd"}}"#,
+            r#"{"timestamp": 2.3, "message": {"type": "TurnEnd", "payload": []}}"#,
+            r#"{"timestamp": 5.5, "mess"#,
+        ]
+        .join("\n");
+        let (got, skipped) = replayed(content.as_bytes()).await;
+        assert_eq!(
+            got,
+            vec![
+                event("TurnBegin", json!({"user_input": "hi"})),
+                event("ContentPart", json!({"type": "text", "text": "yo"})),
+                event("TurnEnd", json!({})),
+            ]
+        );
+        assert_eq!(skipped, 9);
+    }
+
+    #[tokio::test]
+    async fn nul_runs_and_invalid_utf8_do_not_hide_records() {
+        let mut content = Vec::new();
+        content.extend_from_slice(HEADER.as_bytes());
+        content.extend_from_slice(b"\n\0\0\0\0");
+        content.extend_from_slice(BEGIN.as_bytes());
+        content.extend_from_slice(b"\n");
+        content.extend_from_slice(
+            b"{\"timestamp\": 2.5, \"message\": {\"type\": \"ContentPart\", \"payload\": {\"type\": \"text\", \"text\": \"a\xffb\"}}}\n",
+        );
+        content.extend_from_slice(END.as_bytes());
+        content.extend_from_slice(b"\n\0\0\0");
+        let (got, skipped) = replayed(&content).await;
+        assert_eq!(
+            got,
+            vec![
+                event("TurnBegin", json!({"user_input": "hi"})),
+                event("ContentPart", json!({"type": "text", "text": "a\u{fffd}b"})),
+                event("TurnEnd", json!({})),
+            ]
+        );
+        assert_eq!(skipped, 0);
+    }
+
+    #[tokio::test]
+    async fn requests_keep_their_ids_and_aliases_get_the_current_name() {
+        let content = [
+            HEADER,
+            r#"{"timestamp": 1.0, "message": {"type": "ToolCallRequest", "payload": {"id": "tc-1", "name": "ext", "arguments": "{}"}}}"#,
+            r#"{"timestamp": 1.1, "message": {"type": "ApprovalRequestResolved", "payload": {"request_id": "r1", "response": "approve"}}}"#,
+        ]
+        .join("\n");
+        let (got, skipped) = replayed(content.as_bytes()).await;
+        assert_eq!(
+            got,
+            vec![
+                json!({"jsonrpc": "2.0", "method": "request", "id": "tc-1", "params": {
+                    "type": "ToolCallRequest", "payload": {"id": "tc-1", "name": "ext", "arguments": "{}"}}}),
+                event(
+                    "ApprovalResponse",
+                    json!({"request_id": "r1", "response": "approve", "feedback": ""})
+                ),
+            ]
+        );
+        assert_eq!(skipped, 0);
+    }
+
+    #[tokio::test]
+    async fn a_recorder_opened_on_a_torn_file_cuts_the_tail_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        std::fs::write(&path, format!("{HEADER}\n{BEGIN}\n{{\"timestamp\": 2.5, \"mes")).unwrap();
+        let recorder = WireRecorder::open(&path).await;
+        assert!(recorder.has_records());
+        recorder
+            .record(WireMessage::Event(Event::TurnEnd(Default::default())))
+            .await
+            .unwrap();
+        recorder.flush().await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[..2], [HEADER, BEGIN]);
+        let last: Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(last["message"], json!({"type": "TurnEnd", "payload": {}}));
+    }
+
+    #[tokio::test]
+    async fn a_file_holding_only_a_torn_header_gets_a_new_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        std::fs::write(&path, r#"{"type": "meta"#).unwrap();
+        let recorder = WireRecorder::open(&path).await;
+        assert!(!recorder.has_records());
+        recorder.flush().await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let header: Value = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(header["type"], "metadata");
+    }
 }

@@ -1,29 +1,39 @@
-//! One writer task per session file.
+//! One writer per session file.
 //!
-//! Callers queue whole lines; the task appends each with a single `write_all` of line + newline, so a
-//! crash loses at most the record being written and never interleaves two records. `flush` returns once
-//! everything queued is handed to the OS; `sync` once it is on disk (fsync), which the loop asks for at
-//! turn end. A failed write is remembered and reported to every later caller, so the agent can tell the
-//! client instead of silently losing history.
+//! Callers queue whole lines; the writer appends each with a single `write` of line + newline, so a crash
+//! loses at most the record being written and never interleaves two records. The writer is a small
+//! thread of its own doing plain blocking writes (one syscall per record, no async file shim with a
+//! buffer of its own in between), so a record queued is in the kernel microseconds later; a caller that
+//! must know it is there awaits [`LineWriter::write`]. `flush` returns once everything queued before it
+//! was written; `sync` once it is on disk (fsync), which the loop asks for at turn end. A failed write is
+//! remembered and reported to every later caller, so the agent can tell the client instead of silently
+//! losing history. Before its first append to a file the writer repairs the file's tail
+//! ([`super::reader::repair_tail`]), so a record torn by an earlier crash is never glued to the next one.
+//! The thread ends when the last handle is dropped.
 
+use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
-use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
+
+type Ack = oneshot::Sender<Result<(), String>>;
 
 enum Command {
-    Line(String),
+    /// Append one line; acknowledged once written when the caller asked.
+    Line(String, Option<Ack>),
     /// Move the file to the given path and start a new, empty one at the original path.
-    Rotate(PathBuf, oneshot::Sender<Result<(), String>>),
-    Flush(oneshot::Sender<Result<(), String>>),
-    Sync(oneshot::Sender<Result<(), String>>),
+    Rotate(PathBuf, Ack),
+    Flush(Ack),
+    Sync(Ack),
 }
 
-/// A cheap, clonable handle to the writer task of one file.
+/// A cheap, clonable handle to the writer of one file.
 #[derive(Debug, Clone)]
 pub struct LineWriter {
     path: PathBuf,
-    tx: mpsc::UnboundedSender<Command>,
+    tx: mpsc::Sender<Command>,
 }
 
 /// Why a file could not be written.
@@ -37,10 +47,17 @@ pub struct WriteError {
 }
 
 impl LineWriter {
-    /// Starts the writer task for `path` (created if missing, appended to otherwise).
+    /// Starts the writer for `path` (created if missing, appended to otherwise).
     pub fn spawn(path: &Path) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(path.to_path_buf(), rx));
+        let (tx, rx) = mpsc::channel();
+        let thread_path = path.to_path_buf();
+        let started = std::thread::Builder::new()
+            .name("session-writer".into())
+            .spawn(move || run(&thread_path, &rx));
+        if let Err(e) = started {
+            // Every later call reports the writer as stopped.
+            tracing::error!(path = %path.display(), error = %e, "session file writer not started");
+        }
         Self {
             path: path.to_path_buf(),
             tx,
@@ -56,7 +73,22 @@ impl LineWriter {
     /// half by a cancelled caller; the queue is unbounded because its producers are themselves paced by
     /// the client's stdout queue and the model.
     pub fn append(&self, line: String) -> Result<(), WriteError> {
-        self.tx.send(Command::Line(line)).map_err(|_| self.closed())
+        self.tx.send(Command::Line(line, None)).map_err(|_| self.closed())
+    }
+
+    /// Queues one record like [`LineWriter::append`]; the returned future completes once the record is
+    /// written (handed to the OS). The record is queued even if the future is never awaited.
+    pub fn write(&self, line: String) -> impl Future<Output = Result<(), WriteError>> + use<> {
+        let (ack, done) = oneshot::channel();
+        let queued = self
+            .tx
+            .send(Command::Line(line, Some(ack)))
+            .map_err(|_| self.closed());
+        let path = self.path.clone();
+        async move {
+            queued?;
+            wait(path, done).await
+        }
     }
 
     /// Waits until every queued record reached the OS.
@@ -72,29 +104,13 @@ impl LineWriter {
     /// Moves everything written so far to `to` and continues in a new, empty file (`/clear`,
     /// compaction). Records queued before the call go to the old file.
     pub async fn rotate(&self, to: PathBuf) -> Result<(), WriteError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(Command::Rotate(to, tx)).map_err(|_| self.closed())?;
-        match rx.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(message)) => Err(WriteError {
-                path: self.path.clone(),
-                message,
-            }),
-            Err(_) => Err(self.closed()),
-        }
+        self.ack(|ack| Command::Rotate(to, ack)).await
     }
 
-    async fn ack(&self, make: fn(oneshot::Sender<Result<(), String>>) -> Command) -> Result<(), WriteError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(make(tx)).map_err(|_| self.closed())?;
-        match rx.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(message)) => Err(WriteError {
-                path: self.path.clone(),
-                message,
-            }),
-            Err(_) => Err(self.closed()),
-        }
+    async fn ack(&self, make: impl FnOnce(Ack) -> Command) -> Result<(), WriteError> {
+        let (ack, done) = oneshot::channel();
+        self.tx.send(make(ack)).map_err(|_| self.closed())?;
+        wait(self.path.clone(), done).await
     }
 
     fn closed(&self) -> WriteError {
@@ -105,56 +121,60 @@ impl LineWriter {
     }
 }
 
-async fn run(path: PathBuf, mut rx: mpsc::UnboundedReceiver<Command>) {
-    let mut file: Option<tokio::fs::File> = None;
+async fn wait(path: PathBuf, done: oneshot::Receiver<Result<(), String>>) -> Result<(), WriteError> {
+    match done.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(WriteError { path, message }),
+        Err(_) => Err(WriteError {
+            path,
+            message: "writer stopped".into(),
+        }),
+    }
+}
+
+fn run(path: &Path, rx: &mpsc::Receiver<Command>) {
+    let mut file: Option<File> = None;
     let mut failure: Option<String> = None;
-    while let Some(command) = rx.recv().await {
+    while let Ok(command) = rx.recv() {
         match command {
-            Command::Line(mut line) => {
-                if failure.is_some() {
-                    continue;
-                }
-                line.push('\n');
-                let result = match open(&path, &mut file).await {
-                    Ok(f) => f.write_all(line.as_bytes()).await,
-                    Err(e) => Err(e),
+            Command::Line(mut line, ack) => {
+                let result = match &failure {
+                    Some(message) => Err(message.clone()),
+                    None => {
+                        line.push('\n');
+                        let written = open(path, &mut file).and_then(|f| f.write_all(line.as_bytes()));
+                        written.map_err(|e| {
+                            tracing::error!(path = %path.display(), error = %e, "session file write failed");
+                            let message = e.to_string();
+                            failure = Some(message.clone());
+                            message
+                        })
+                    }
                 };
-                if let Err(e) = result {
-                    tracing::error!(path = %path.display(), error = %e, "session file write failed");
-                    failure = Some(e.to_string());
+                if let Some(ack) = ack {
+                    let _ = ack.send(result);
                 }
             }
             Command::Rotate(to, ack) => {
-                let result = async {
-                    if let Some(mut f) = file.take() {
-                        f.flush().await?;
-                    }
-                    tokio::fs::rename(&path, &to).await?;
+                // Writes are unbuffered: dropping the file loses nothing.
+                file = None;
+                let result = std::fs::rename(path, &to)
                     // The new file exists at once, even before its first record.
-                    tokio::fs::File::create(&path).await.map(drop)
-                }
-                .await
-                .map_err(|e| e.to_string());
+                    .and_then(|()| File::create(path).map(drop))
+                    .map_err(|e| e.to_string());
                 if let Err(message) = &result {
                     tracing::error!(path = %path.display(), error = %message, "rotation failed");
                 }
                 let _ = ack.send(result);
             }
             Command::Flush(ack) => {
-                let result = match (&failure, file.as_mut()) {
-                    (Some(message), _) => Err(message.clone()),
-                    (None, Some(f)) => f.flush().await.map_err(|e| e.to_string()),
-                    (None, None) => Ok(()),
-                };
-                let _ = ack.send(result);
+                // Every earlier record was written by the time this command is taken off the queue.
+                let _ = ack.send(failure.clone().map_or(Ok(()), Err));
             }
             Command::Sync(ack) => {
                 let result = match (&failure, file.as_mut()) {
                     (Some(message), _) => Err(message.clone()),
-                    (None, Some(f)) => match f.flush().await {
-                        Ok(()) => f.sync_data().await.map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
-                    },
+                    (None, Some(f)) => f.sync_data().map_err(|e| e.to_string()),
                     (None, None) => Ok(()),
                 };
                 let _ = ack.send(result);
@@ -163,19 +183,13 @@ async fn run(path: PathBuf, mut rx: mpsc::UnboundedReceiver<Command>) {
     }
 }
 
-async fn open<'a>(
-    path: &Path,
-    file: &'a mut Option<tokio::fs::File>,
-) -> std::io::Result<&'a mut tokio::fs::File> {
+fn open<'a>(path: &Path, file: &'a mut Option<File>) -> std::io::Result<&'a mut File> {
     if file.is_none() {
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await?;
+            std::fs::create_dir_all(parent)?;
         }
-        let opened = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .await?;
+        super::reader::repair_tail_logged(path);
+        let opened = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
         *file = Some(opened);
     }
     file.as_mut()
@@ -211,6 +225,29 @@ mod tests {
             "old\n"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+    }
+
+    #[tokio::test]
+    async fn a_torn_tail_left_by_a_crash_is_cut_before_the_first_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        std::fs::write(&path, "{\"a\":1}\n{\"torn\": \"rec").unwrap();
+        let writer = LineWriter::spawn(&path);
+        writer.append("{\"b\":2}".into()).unwrap();
+        writer.flush().await.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"b\":2}\n");
+    }
+
+    #[tokio::test]
+    async fn an_acknowledged_write_is_in_the_file_when_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        let writer = LineWriter::spawn(&path);
+        for i in 0..100 {
+            writer.write(format!("{{\"n\":{i}}}")).await.unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text.lines().count(), i + 1);
+        }
     }
 
     #[tokio::test]
