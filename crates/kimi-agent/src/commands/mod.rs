@@ -1,10 +1,11 @@
 //! Subcommands other than the Wire server: `info` and `mcp`.
 
 pub mod info;
+pub mod mcp;
 
 use std::process::ExitCode;
 
-use crate::cli::{Command, McpCommand};
+use crate::cli::Command;
 
 /// Runs a subcommand and returns the process exit status.
 pub fn run(command: &Command) -> anyhow::Result<ExitCode> {
@@ -13,22 +14,6 @@ pub fn run(command: &Command) -> anyhow::Result<ExitCode> {
             info::run(args)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Mcp(mcp) => Ok(run_mcp(mcp)),
+        Command::Mcp(command) => Ok(mcp::run(command, &kimi_core::paths::share_dir())),
     }
-}
-
-/// Placeholder until the `mcp` subcommands are written.
-#[expect(
-    clippy::print_stderr,
-    reason = "a subcommand's own diagnostics go to the terminal"
-)]
-fn run_mcp(command: &McpCommand) -> ExitCode {
-    let name = match command {
-        McpCommand::Add(_) => "add",
-        McpCommand::List => "list",
-        McpCommand::Remove { .. } => "remove",
-        McpCommand::Test { .. } => "test",
-    };
-    eprintln!("kimi-agent mcp {name}: not implemented yet");
-    ExitCode::from(2)
 }

@@ -1,0 +1,360 @@
+//! `kimi-agent mcp add|list|remove|test|auth|reset-auth`: edit and try `<share>/mcp.json` (reference
+//! `cli/mcp.py`, with its messages). Differences are listed in docs/protocol.md.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use kimi_core::mcp::config::{self, Transport};
+use kimi_core::mcp::{Connection, DEFAULT_CONNECT_TIMEOUT, oauth};
+use serde_json::{Map, Value, json};
+
+use crate::cli::{McpAddArgs, McpCommand, McpTransport};
+
+/// A subcommand failure: its message goes to stderr and the exit status is 1.
+struct Failure(String);
+
+type Outcome = Result<(), Failure>;
+
+/// Runs an `mcp` subcommand against `<share_dir>/mcp.json`.
+pub fn run(command: &McpCommand, share_dir: &Path) -> ExitCode {
+    let file = kimi_core::paths::mcp_config_file(share_dir);
+    let result = match command {
+        McpCommand::Add(args) => add(&file, args),
+        McpCommand::List => list(&file, share_dir),
+        McpCommand::Remove { name } => remove(&file, name),
+        McpCommand::Test { name } => test(&file, name),
+        McpCommand::Auth { name } => auth(&file, share_dir, name),
+        McpCommand::ResetAuth { name } => reset_auth(&file, share_dir, name),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(message)) => {
+            eprint_line(&message);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[expect(
+    clippy::print_stdout,
+    reason = "the mcp subcommands' output is for the terminal"
+)]
+fn say(line: &str) {
+    println!("{line}");
+}
+
+#[expect(
+    clippy::print_stderr,
+    reason = "the mcp subcommands' errors are for the terminal"
+)]
+fn eprint_line(line: &str) {
+    eprintln!("{line}");
+}
+
+/// The whole file as JSON, `{"mcpServers": {}}` when it does not exist; checked as an MCP config.
+fn load(file: &Path) -> Result<Map<String, Value>, Failure> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut empty = Map::new();
+            empty.insert("mcpServers".into(), json!({}));
+            return Ok(empty);
+        }
+        Err(e) => {
+            return Err(Failure(format!(
+                "Cannot read MCP config file '{}': {e}",
+                file.display()
+            )));
+        }
+    };
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        Failure(format!(
+            "Invalid JSON in MCP config file '{}': {e}",
+            file.display()
+        ))
+    })?;
+    if let Err(e) = config::parse_one(&value) {
+        return Err(Failure(format!(
+            "Invalid MCP config in '{}': {}",
+            file.display(),
+            e.0
+        )));
+    }
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Err(Failure(format!("Invalid MCP config in '{}'", file.display()))),
+    }
+}
+
+fn save(file: &Path, config: &Map<String, Value>) -> Outcome {
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let text = serde_json::to_string_pretty(config).map_err(std::io::Error::other)?;
+        std::fs::write(file, text)
+    };
+    write().map_err(|e| Failure(format!("Cannot write MCP config file '{}': {e}", file.display())))
+}
+
+/// Applies `edit` to the `mcpServers` object, creating it (in place) when missing or not an object.
+fn edit_servers(config: &mut Map<String, Value>, edit: impl FnOnce(&mut Map<String, Value>)) {
+    let slot = config
+        .entry("mcpServers")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    if let Value::Object(servers) = slot {
+        edit(servers);
+    }
+}
+
+/// The server called `name`; with `require_remote`, it must have a `url`.
+fn server(file: &Path, name: &str, require_remote: bool) -> Result<Map<String, Value>, Failure> {
+    let config = load(file)?;
+    let Some(Value::Object(server)) = config.get("mcpServers").and_then(|s| s.get(name)).cloned() else {
+        return Err(Failure(format!("MCP server '{name}' not found.")));
+    };
+    if require_remote && !server.contains_key("url") {
+        return Err(Failure(format!("MCP server '{name}' is not a remote server.")));
+    }
+    Ok(server)
+}
+
+fn key_values(
+    items: &[String],
+    option: &str,
+    separator: char,
+    strip: bool,
+) -> Result<Map<String, Value>, Failure> {
+    let mut parsed = Map::new();
+    for item in items {
+        let Some((key, value)) = item.split_once(separator) else {
+            return Err(Failure(format!(
+                "Invalid {option} format: {item} (expected KEY{separator}VALUE)."
+            )));
+        };
+        let (key, value) = if strip {
+            (key.trim(), value.trim())
+        } else {
+            (key, value)
+        };
+        if key.is_empty() {
+            return Err(Failure(format!("Invalid {option} format: {item} (empty key).")));
+        }
+        parsed.insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+    Ok(parsed)
+}
+
+fn add(file: &Path, args: &McpAddArgs) -> Outcome {
+    let mut config = load(file)?;
+    let mut server = Map::new();
+    match args.transport {
+        McpTransport::Stdio => {
+            let Some((command, rest)) = args.target.split_first() else {
+                return Err(Failure(
+                    "For stdio transport, provide the command to start the MCP server after `--`.".into(),
+                ));
+            };
+            if !args.headers.is_empty() {
+                return Err(Failure("--header is only valid for http transport.".into()));
+            }
+            if args.auth.is_some() {
+                return Err(Failure("--auth is only valid for http transport.".into()));
+            }
+            server.insert("command".into(), json!(command));
+            server.insert("args".into(), json!(rest));
+            if !args.env.is_empty() {
+                server.insert(
+                    "env".into(),
+                    Value::Object(key_values(&args.env, "env", '=', false)?),
+                );
+            }
+        }
+        McpTransport::Http => {
+            if !args.env.is_empty() {
+                return Err(Failure("--env is only supported for stdio transport.".into()));
+            }
+            let url = match args.target.as_slice() {
+                [] => return Err(Failure("URL is required for http transport.".into())),
+                [url] => url,
+                _ => {
+                    return Err(Failure(
+                        "Multiple targets provided. Supply a single URL for http transport.".into(),
+                    ));
+                }
+            };
+            server.insert("url".into(), json!(url));
+            server.insert("transport".into(), json!("http"));
+            if !args.headers.is_empty() {
+                server.insert(
+                    "headers".into(),
+                    Value::Object(key_values(&args.headers, "header", ':', true)?),
+                );
+            }
+            if let Some(auth) = &args.auth {
+                server.insert("auth".into(), json!(auth));
+            }
+        }
+    }
+    edit_servers(&mut config, |servers| {
+        servers.insert(args.name.clone(), Value::Object(server));
+    });
+    save(file, &config)?;
+    say(&format!(
+        "Added MCP server '{}' to {}.",
+        args.name,
+        file.display()
+    ));
+    Ok(())
+}
+
+fn remove(file: &Path, name: &str) -> Outcome {
+    server(file, name, false)?;
+    let mut config = load(file)?;
+    edit_servers(&mut config, |servers| {
+        servers.shift_remove(name);
+    });
+    save(file, &config)?;
+    say(&format!("Removed MCP server '{name}' from {}.", file.display()));
+    Ok(())
+}
+
+fn list(file: &Path, share_dir: &Path) -> Outcome {
+    let config = load(file)?;
+    say(&format!("MCP config file: {}", file.display()));
+    let servers = config
+        .get("mcpServers")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if servers.is_empty() {
+        say("No MCP servers configured.");
+        return Ok(());
+    }
+    for (name, server) in &servers {
+        let line = if let Some(command) = server.get("command") {
+            let args: Vec<String> = server
+                .get("args")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(text).collect())
+                .unwrap_or_default();
+            format!("{name} (stdio): {} {}", text(command), args.join(" "))
+                .trim_end()
+                .to_owned()
+        } else if let Some(url) = server.get("url") {
+            let url = text(url);
+            let transport = match server.get("transport").and_then(Value::as_str) {
+                None | Some("" | "streamable-http") => "http",
+                Some(other) => other,
+            };
+            let mut line = format!("{name} ({transport}): {url}");
+            if server.get("auth").and_then(Value::as_str) == Some("oauth")
+                && oauth::stored_token(share_dir, &url).is_none()
+            {
+                line.push_str(&format!(
+                    " [authorization required - run: kimi-agent mcp auth {name}]"
+                ));
+            }
+            line
+        } else {
+            format!("{name}: {server}")
+        };
+        say(&format!("  {line}"));
+    }
+    Ok(())
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn test(file: &Path, name: &str) -> Outcome {
+    let raw = server(file, name, false)?;
+    let mut document = Map::new();
+    document.insert("mcpServers".into(), json!({ name: raw }));
+    let parsed = config::parse_one(&Value::Object(document)).map_err(|e| Failure(e.to_string()))?;
+    let Some(server) = parsed.into_iter().next() else {
+        return Err(Failure(format!("MCP server '{name}' not found.")));
+    };
+    say(&format!("Testing connection to '{name}'..."));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure(format!("cannot start the async runtime: {e}")))?;
+    let share = kimi_core::paths::share_dir();
+    runtime.block_on(async {
+        let bearer = match &server.transport {
+            Transport::Http { url, .. } => oauth::stored_token(&share, url),
+            _ => None,
+        };
+        let timeout = server.timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+        let tools = async {
+            let connection = Connection::connect(
+                name,
+                &server.transport,
+                bearer,
+                timeout,
+                Arc::new(tokio::sync::Notify::new()),
+            )
+            .await?;
+            let tools = connection.list_tools().await;
+            connection.shutdown().await;
+            tools
+        };
+        let tools = match tokio::time::timeout(timeout, tools).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(Failure(format!("✗ Connection failed: {e}"))),
+            Err(_) => {
+                return Err(Failure(format!(
+                    "✗ Connection failed: timed out after {} ms",
+                    timeout.as_millis()
+                )));
+            }
+        };
+        say(&format!("✓ Connected to '{name}'"));
+        say(&format!("  Available tools: {}", tools.len()));
+        if !tools.is_empty() {
+            say("  Tools:");
+            for tool in &tools {
+                let description = tool.description.as_deref().unwrap_or("");
+                let description = if description.chars().count() > 50 {
+                    format!("{}...", description.chars().take(47).collect::<String>())
+                } else {
+                    description.to_owned()
+                };
+                say(&format!("    - {}: {description}", tool.name));
+            }
+        }
+        Ok(())
+    })
+}
+
+fn auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {
+    let server = server(file, name, true)?;
+    if server.get("auth").and_then(Value::as_str) != Some("oauth") {
+        return Err(Failure(format!(
+            "MCP server '{name}' does not use OAuth. Add with --auth oauth."
+        )));
+    }
+    let url = server.get("url").map(text).unwrap_or_default();
+    let token_file: PathBuf = oauth::token_file(share_dir, &url);
+    Err(Failure(format!(
+        "Interactive OAuth authorization is not supported by kimi-agent yet. Store an access token for '{name}' as {{\"access_token\": \"...\"}} in {}.",
+        token_file.display()
+    )))
+}
+
+fn reset_auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {
+    let server = server(file, name, true)?;
+    let url = server.get("url").map(text).unwrap_or_default();
+    oauth::clear_tokens(share_dir, &url).map_err(|e| Failure(format!("Failed to clear tokens: {e}")))?;
+    say(&format!("OAuth tokens cleared for '{name}'."));
+    Ok(())
+}
