@@ -226,12 +226,9 @@ pub enum McpCommand {
 pub struct McpAddArgs {
     /// Name of the MCP server to add.
     pub name: String,
-    /// For http: the server URL. For stdio: the command to run, after `--`.
-    #[arg(
-        value_name = "TARGET_OR_COMMAND",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// For http: the server URL. For stdio: the command to run, after `--` (options may also follow
+    /// the name or the URL, as in the reference).
+    #[arg(value_name = "TARGET_OR_COMMAND")]
     pub target: Vec<String>,
     /// Transport type.
     #[arg(short = 't', long, value_enum, default_value_t = McpTransport::Stdio)]
@@ -338,11 +335,10 @@ impl Cli {
     /// A session id becomes a directory name: one that could leave the sessions directory (`/`, `..`)
     /// is refused. The reference joins any id into a path; we do not let a client write elsewhere.
     fn check_session_id(&self) -> Result<(), clap::Error> {
-        let Some(id) = self.session_id() else { return Ok(()) };
-        let escapes = id.is_empty()
-            || id == "."
-            || id == ".."
-            || id.contains(['/', '\\', '\0']);
+        let Some(id) = self.session_id() else {
+            return Ok(());
+        };
+        let escapes = id.is_empty() || id == "." || id == ".." || id.contains(['/', '\\', '\0']);
         if escapes {
             return Err(bad_parameter(
                 ErrorKind::InvalidValue,

@@ -39,6 +39,12 @@ fn main() -> ExitCode {
         Err(e) if cli.config.is_some() => Cli::bad_parameter("--config", &e.to_string()).exit(),
         Err(e) => return fail(&format!("{e}")),
     };
+    // Reference: unreadable MCP JSON is a usage error of the flag that named it.
+    let mcp_sources =
+        match kimi_core::mcp::config::read_sources(&cli.mcp_config_files, &cli.mcp_configs, &share_dir) {
+            Ok(sources) => sources,
+            Err(e) => Cli::bad_parameter(e.flag(), &e.to_string()).exit(),
+        };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -60,6 +66,7 @@ fn main() -> ExitCode {
         max_retries_per_step: cli.max_retries_per_step,
         add_dirs: cli.add_dirs,
         agent_file: cli.agent_file,
+        mcp_sources,
     };
     let result = runtime.block_on(run::serve(options, config, share_dir.clone()));
     // Tools may have left blocking work behind (a read of a huge file); do not wait for it.

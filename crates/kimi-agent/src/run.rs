@@ -11,6 +11,7 @@ use kimi_core::config::{self, Config, HookEvent};
 use kimi_core::context::Context;
 use kimi_core::events::EventSink;
 use kimi_core::hooks::{HookEngine, input as hook_input};
+use kimi_core::mcp::{McpManager, McpSettings};
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
@@ -52,6 +53,9 @@ pub struct RunOptions {
     pub add_dirs: Vec<PathBuf>,
     /// `--agent-file` (or the built-in agent when `None`).
     pub agent_file: Option<PathBuf>,
+    /// MCP configuration documents, already read: `--mcp-config-file`s (or `<share>/mcp.json`), then
+    /// `--mcp-config`s.
+    pub mcp_sources: Vec<serde_json::Value>,
 }
 
 /// Builds the session and serves the wire protocol on stdin/stdout until the client goes away.
@@ -104,6 +108,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     });
     let session_state = Arc::new(SessionState::new(state.todos.clone()));
     let client_flags = Arc::new(ClientFlags::default());
+    let mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
     let toolset = Arc::new(Toolset::new());
     let agent_path = options.agent_file.as_ref().map_or_else(
         || agent_spec::DEFAULT_AGENT.to_owned(),
@@ -159,7 +164,18 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         events,
         hooks: Arc::clone(&hooks),
         plan_mode: options.plan || config.default_plan_mode || state.plan_mode,
+        plan_slug: state.plan_slug.clone(),
     }));
+    // After the built-ins, so an MCP tool can never take a built-in's name.
+    let mcp = McpManager::start(
+        mcp_servers,
+        McpSettings {
+            tool_call_timeout: config.mcp.client.tool_call_timeout(),
+            share_dir: share_dir.clone(),
+        },
+        Arc::clone(soul.toolset()),
+    );
+    soul.attach_mcp(Arc::clone(&mcp));
     let info = AgentInfo {
         server: ServerInfo {
             name: "kimi-agent".into(),
@@ -172,6 +188,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     server
         .run(tokio::io::stdin(), tokio::io::stdout(), agent, shutdown_signal())
         .await;
+    // EOF, a signal or a lost client: MCP servers (and their process groups) go first.
+    mcp.shutdown().await;
     hooks.detach_wire();
     let end = hooks.trigger(HookEvent::SessionEnd, "exit", hook_input::session_end("exit"));
     if tokio::time::timeout(SESSION_END_HOOK_LIMIT, end).await.is_err() {

@@ -10,6 +10,7 @@
 //! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
 //! - [`config`], [`paths`]: configuration and well-known paths.
 //! - [`slash`]: slash commands.
+//! - [`mcp`]: tools from MCP servers (rmcp), their loading and status.
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
@@ -20,7 +21,9 @@ pub mod context;
 pub mod events;
 pub mod hooks;
 pub mod llm;
+pub mod mcp;
 pub mod paths;
+pub mod plan;
 pub mod prompt;
 pub mod recorder;
 pub mod runtime;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use kimi_wire::message::{Event, StatusUpdate, UserInput, WireMessage};
+use kimi_wire::message::{Event, StatusUpdate, UserInput};
 use kimi_wire::params::{
     ExternalToolsResult, HooksInfo, InitializeParams, InitializeResult, PromptResult, PromptStatus,
     RejectedTool, ReplayResult, ReplayStatus, ServerCapabilities, ServerInfo, SetPlanModeResult, SteerResult,
@@ -17,7 +17,8 @@ use kimi_wire::params::{
 use kimi_wire::{RpcError, WireAgent};
 use tokio_util::sync::CancellationToken;
 
-use crate::recorder::read_wire_file;
+use crate::approval::ApprovalState;
+use crate::recorder::{ReplayItem, WireFileReader};
 use crate::session::{self, Session};
 use crate::soul::{Soul, TurnError, TurnOutcome};
 use crate::state::{ClientFlags, SessionState, StateFile};
@@ -64,6 +65,10 @@ pub struct CoreAgent {
     state: Arc<SessionState>,
     client_flags: Arc<ClientFlags>,
     initialized: AtomicBool,
+    /// The approval state the session started with (flags merged with state.json). Until it changes,
+    /// state.json keeps its own `yolo`: the reference persists approval only when it changes, so a
+    /// one-off `--yolo` does not make every later resume auto-approve.
+    approval_at_start: ApprovalState,
 }
 
 impl CoreAgent {
@@ -75,6 +80,7 @@ impl CoreAgent {
         state: Arc<SessionState>,
         client_flags: Arc<ClientFlags>,
     ) -> Self {
+        let approval_at_start = soul.approvals().state();
         Self {
             soul,
             session,
@@ -82,6 +88,7 @@ impl CoreAgent {
             state,
             client_flags,
             initialized: AtomicBool::new(false),
+            approval_at_start,
         }
     }
 
@@ -137,12 +144,23 @@ impl CoreAgent {
     async fn save_state(&self) {
         let path = self.session.state_path();
         let approval = self.soul.approvals().state();
+        let approval_changed = approval != self.approval_at_start;
         let plan_mode = self.soul.plan_mode();
+        let plan_slug = self.soul.plan_slug();
+        let plan_session_id = plan_slug.as_ref().map(|_| self.session.id.clone());
         let todos = self.state.todos();
         let result = tokio::task::spawn_blocking(move || {
             let mut file = StateFile::load(&path);
-            file.approval = approval;
+            if approval_changed {
+                file.approval = approval;
+            } else {
+                // Reference (`soul/agent.py`): `--afk` is written to the session at start, `--yolo` not.
+                file.approval.afk = approval.afk;
+                file.approval.auto_approve_actions = approval.auto_approve_actions;
+            }
             file.plan_mode = plan_mode;
+            file.plan_slug = plan_slug;
+            file.plan_session_id = plan_session_id;
             file.todos = todos;
             let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
             session::write_atomic(&path, &bytes)
@@ -230,48 +248,59 @@ impl WireAgent for CoreAgent {
     async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
         self.soul.flush(false).await;
         let path = self.session.wire_path();
-        let content = match tokio::fs::read_to_string(&path).await {
-            Ok(content) => content,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => {
-                tracing::error!(path = %path.display(), error = %e, "replay failed");
-                return Err(RpcError::internal("Replay failed"));
-            }
+        let failed = |e: std::io::Error| {
+            tracing::error!(path = %path.display(), error = %e, "replay failed");
+            RpcError::internal("Replay failed")
         };
-        let (messages, skipped) = read_wire_file(&content);
-        if skipped > 0 {
-            tracing::warn!(skipped, "unreadable wire.jsonl records skipped during replay");
-        }
-        let client = self.soul.events().client();
         let (mut events, mut requests) = (0u64, 0u64);
-        for message in messages {
+        let Some(mut reader) = WireFileReader::open(&path).await.map_err(failed)? else {
+            return Ok(ReplayResult {
+                status: ReplayStatus::Finished,
+                events,
+                requests,
+            });
+        };
+        let client = self.soul.events().client();
+        // Streamed record by record: memory holds one record plus the client's bounded outbox.
+        let status = loop {
             if cancel.is_cancelled() {
-                return Ok(ReplayResult {
-                    status: ReplayStatus::Cancelled,
-                    events,
-                    requests,
-                });
+                break ReplayStatus::Cancelled;
             }
-            let sent = match &message {
-                WireMessage::Event(event) => {
-                    events += 1;
-                    client.send_event(event).await
-                }
-                WireMessage::Request(request) => {
-                    requests += 1;
-                    client.replay_request(request).await
+            let Some(item) = reader.next_item().await.map_err(failed)? else {
+                break ReplayStatus::Finished;
+            };
+            let is_request = matches!(item, ReplayItem::Request(_));
+            let send = async {
+                match item {
+                    ReplayItem::EventLine(line) => client.send_line(line).await,
+                    ReplayItem::Event(event) => client.send_event(&event).await,
+                    ReplayItem::Request(request) => client.replay_request(&request).await,
                 }
             };
+            // A client that stops reading must not keep a cancel from being answered.
+            let sent = tokio::select! {
+                biased;
+                () = cancel.cancelled() => break ReplayStatus::Cancelled,
+                sent = send => sent,
+            };
             if sent.is_err() {
-                return Ok(ReplayResult {
-                    status: ReplayStatus::Cancelled,
-                    events,
-                    requests,
-                });
+                break ReplayStatus::Cancelled;
             }
+            if is_request {
+                requests += 1;
+            } else {
+                events += 1;
+            }
+        };
+        if reader.skipped() > 0 {
+            tracing::warn!(
+                path = %path.display(),
+                skipped = reader.skipped(),
+                "unreadable wire.jsonl records skipped during replay"
+            );
         }
         Ok(ReplayResult {
-            status: ReplayStatus::Finished,
+            status,
             events,
             requests,
         })

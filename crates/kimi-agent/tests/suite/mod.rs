@@ -1,9 +1,14 @@
 //! One module per area of the protocol; the shared harness is in `tests/common`.
 
 mod cli;
+mod crash;
 mod errors;
 mod initialize;
+mod mcp;
+mod plan_mode;
 mod prompt;
+mod session_compat;
+mod session_state;
 mod sessions;
 mod steer_cancel;
 

@@ -8,7 +8,7 @@ mod turn;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kimi_llm::{ChatError, ChatProvider};
 use kimi_wire::message::UserInput;
@@ -17,6 +17,7 @@ use crate::approval::ApprovalRuntime;
 use crate::context::Context;
 use crate::events::EventSink;
 use crate::hooks::HookEngine;
+use crate::mcp::McpManager;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
@@ -98,8 +99,12 @@ pub struct Soul {
     pub(crate) hooks: Arc<HookEngine>,
     steers: Mutex<VecDeque<UserInput>>,
     plan_mode: AtomicBool,
+    /// The plan file's slug while a plan session exists (state.json `plan_slug`).
+    plan_slug: Mutex<Option<String>>,
     /// Repeat detection across the steps of a turn (no await while held).
     pub(crate) dedup: Mutex<DedupTracker>,
+    /// MCP servers, attached once after startup (see [`Soul::attach_mcp`]).
+    mcp: OnceLock<Arc<McpManager>>,
 }
 
 /// Everything a [`Soul`] is built from.
@@ -123,6 +128,8 @@ pub struct SoulParts {
     pub hooks: Arc<HookEngine>,
     /// Plan mode at start.
     pub plan_mode: bool,
+    /// The plan slug restored from state.json.
+    pub plan_slug: Option<String>,
 }
 
 impl Soul {
@@ -139,8 +146,23 @@ impl Soul {
             hooks: parts.hooks,
             steers: Mutex::new(VecDeque::new()),
             plan_mode: AtomicBool::new(parts.plan_mode),
+            plan_slug: Mutex::new(parts.plan_slug),
             dedup: Mutex::new(DedupTracker::new()),
+            mcp: OnceLock::new(),
         }
+    }
+
+    /// Attaches the session's MCP servers; the first turn waits for their loading. A second call is
+    /// ignored.
+    pub fn attach_mcp(&self, mcp: Arc<McpManager>) {
+        if self.mcp.set(mcp).is_err() {
+            tracing::warn!("MCP servers attached twice; the first set is kept");
+        }
+    }
+
+    /// The session's MCP servers, if any were attached.
+    pub fn mcp(&self) -> Option<&Arc<McpManager>> {
+        self.mcp.get()
     }
 
     /// Queues input for the running turn; consumed after the current step.
@@ -160,6 +182,25 @@ impl Soul {
     /// Sets plan mode.
     pub fn set_plan_mode(&self, enabled: bool) {
         self.plan_mode.store(enabled, Ordering::SeqCst);
+        let mut slug = lock(&self.plan_slug);
+        if enabled && slug.is_none() {
+            *slug = Some(crate::plan::new_slug(&crate::plan::plans_dir()));
+        }
+    }
+
+    /// The plan slug of the current plan session, if any.
+    pub fn plan_slug(&self) -> Option<String> {
+        lock(&self.plan_slug).clone()
+    }
+
+    /// The plan file writes are restricted to, when plan mode is on.
+    pub fn active_plan_file(&self) -> Option<std::path::PathBuf> {
+        if !self.plan_mode() {
+            return None;
+        }
+        let mut slug = lock(&self.plan_slug);
+        let slug = slug.get_or_insert_with(|| crate::plan::new_slug(&crate::plan::plans_dir()));
+        Some(crate::plan::plan_file(&crate::plan::plans_dir(), slug))
     }
 
     /// The approval runtime.

@@ -61,7 +61,8 @@ impl Soul {
             Arc::clone(&self.hooks),
             source.clone(),
             cancel.clone(),
-        );
+        )
+        .with_plan_file(self.active_plan_file());
         let request = ChatRequest {
             system_prompt: &system_prompt,
             tools: &tools,

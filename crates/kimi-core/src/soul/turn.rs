@@ -2,7 +2,8 @@
 
 use kimi_llm::Message;
 use kimi_wire::message::{
-    ContentPart, Event, SteerInput, StepBegin, StepInterrupted, TurnBegin, TurnEnd, UserInput,
+    ContentPart, Event, MCPLoadingBegin, MCPLoadingEnd, StatusUpdate, SteerInput, StepBegin, StepInterrupted,
+    TurnBegin, TurnEnd, UserInput,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -117,6 +118,7 @@ impl Soul {
         source: &ApprovalSource,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, TurnError> {
+        self.wait_for_mcp().await;
         let mut step_no: u32 = 0;
         loop {
             step_no += 1;
@@ -142,6 +144,32 @@ impl Soul {
                 StepOutcome::Stop => return Ok(TurnOutcome::Finished),
             }
         }
+    }
+
+    /// If MCP servers are still loading, waits for them (bounded) between `StatusUpdate{mcp_status}` +
+    /// `MCPLoadingBegin` and `StatusUpdate{mcp_status}` + `MCPLoadingEnd`, as the reference's first turn
+    /// does. Servers that failed are reported in the status and the turn goes on without them.
+    async fn wait_for_mcp(&self) {
+        let Some(mcp) = self.mcp() else { return };
+        if !mcp.is_loading() {
+            return;
+        }
+        let status = |mcp_status| {
+            Event::StatusUpdate(StatusUpdate {
+                mcp_status,
+                ..StatusUpdate::default()
+            })
+        };
+        self.events.emit(status(mcp.status())).await;
+        self.events.emit(Event::MCPLoadingBegin(MCPLoadingBegin {})).await;
+        if tokio::time::timeout(mcp.startup_wait(), mcp.wait_loaded())
+            .await
+            .is_err()
+        {
+            tracing::warn!("MCP servers still loading after the startup wait; the turn goes on");
+        }
+        self.events.emit(status(mcp.status())).await;
+        self.events.emit(Event::MCPLoadingEnd(MCPLoadingEnd {})).await;
     }
 
     /// `StepInterrupted`, then the `StopFailure` hook in the background (matcher: the error's class).

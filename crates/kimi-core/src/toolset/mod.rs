@@ -125,6 +125,8 @@ pub struct Dispatch {
     pub in_flight: InFlight,
     /// Hook engine (PreToolUse may block a call; PostToolUse observes it).
     pub hooks: Arc<HookEngine>,
+    /// In plan mode, the only file a call may write (approved without asking).
+    pub plan_file: Option<std::path::PathBuf>,
 }
 
 impl Dispatch {
@@ -144,7 +146,35 @@ impl Dispatch {
             cancel,
             in_flight: Arc::new(Mutex::new(HashMap::new())),
             hooks,
+            plan_file: None,
         }
+    }
+
+    /// Restricts writes to `plan_file` (plan mode), or lifts the restriction (`None`).
+    #[must_use]
+    pub fn with_plan_file(mut self, plan_file: Option<std::path::PathBuf>) -> Self {
+        self.plan_file = plan_file;
+        self
+    }
+
+    /// Plan mode: a write anywhere but the plan file is refused; a write to the plan file needs no
+    /// approval (its directory is created). `None` means "ask as usual".
+    async fn plan_mode_verdict(&self, ask: &ApprovalAsk) -> Option<Result<(), ToolReturnValue>> {
+        let plan = self.plan_file.as_ref()?;
+        if ask.writes.is_empty() {
+            return None;
+        }
+        if ask.writes.iter().any(|w| w != plan) {
+            let message = format!(
+                "Plan mode is active. You may only edit the current plan file: `{}`.",
+                plan.display()
+            );
+            return Some(Err(ToolReturnValue::error("", message, "Plan mode restriction")));
+        }
+        if let Some(dir) = plan.parent() {
+            let _ = tokio::fs::create_dir_all(dir).await;
+        }
+        Some(Ok(()))
     }
 
     /// Starts `call`: resolves the tool and arguments and consults `dedup` now (in call order), and
@@ -240,6 +270,11 @@ impl Dispatch {
         let _exclusive = match &plan.effect {
             Effect::ReadOnly => None,
             Effect::SideEffect(ask) => {
+                match self.plan_mode_verdict(ask).await {
+                    Some(Err(refusal)) => return (refusal, false),
+                    Some(Ok(())) => return (plan.run.await, false),
+                    None => {}
+                }
                 match self.approvals.request(&self.source, &call.id, name, ask).await {
                     Verdict::Approved => {}
                     Verdict::Rejected { feedback } => return rejection(feedback),
