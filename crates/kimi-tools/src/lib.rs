@@ -231,7 +231,16 @@ mod tests {
         }
         assert_eq!(
             built,
-            ["AskUserQuestion", "SetTodoList", "Shell", "ReadFile", "Glob", "Grep", "WriteFile", "StrReplaceFile"]
+            [
+                "AskUserQuestion",
+                "SetTodoList",
+                "Shell",
+                "ReadFile",
+                "Glob",
+                "Grep",
+                "WriteFile",
+                "StrReplaceFile"
+            ]
         );
         assert!(build_tool("Think", &deps).unwrap().is_none());
         assert_eq!(
