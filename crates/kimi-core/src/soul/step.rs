@@ -23,6 +23,9 @@ use super::{Soul, TurnError};
 use crate::approval::ApprovalSource;
 use crate::toolset::{CallResult, Dispatch, StepVerdict};
 
+/// The longest `Retry-After` we honour; a longer one would stall the turn for no user-visible reason.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// Whether the loop goes on after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum StepOutcome {
@@ -75,7 +78,11 @@ impl Soul {
             match self.stream_once(llm.as_ref(), &request, &dispatch).await {
                 Ok(streamed) => break streamed,
                 Err(e) if e.is_retryable() && attempt < max_attempts => {
-                    let wait = backoff(attempt);
+                    // A server that says when to come back is believed, within reason.
+                    let wait = e.retry_after().map_or_else(
+                        || backoff(attempt),
+                        |after| after.min(MAX_RETRY_AFTER).max(backoff(attempt)),
+                    );
                     tracing::warn!(step = n, attempt, error = %e, "retrying step");
                     self.events
                         .emit(Event::StepRetry(StepRetry {
