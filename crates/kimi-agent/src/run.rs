@@ -110,6 +110,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     let client_flags = Arc::new(ClientFlags::default());
     let mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
     let toolset = Arc::new(Toolset::new());
+    toolset.set_output_budget(kimi_core::toolset::OutputBudget::for_session(&session.dir));
     let agent_path = options.agent_file.as_ref().map_or_else(
         || agent_spec::DEFAULT_AGENT.to_owned(),
         |p| p.to_string_lossy().into_owned(),

@@ -179,6 +179,11 @@ impl WireAgent for CoreAgent {
             Some(tools) if !tools.is_empty() => Some(self.register_external_tools(tools)),
             _ => None,
         };
+        // Client hook subscriptions, and from now on HookTriggered / HookResolved events (reference: only
+        // after `initialize`). Before the result, so `hooks.configured` counts them.
+        self.soul
+            .hooks()
+            .attach_wire(params.hooks.unwrap_or_default(), self.soul.events().clone());
         let capabilities = params.capabilities.unwrap_or_default();
         self.client_flags
             .set(capabilities.supports_question, capabilities.supports_plan_mode);

@@ -3,6 +3,7 @@
 mod cli;
 mod crash;
 mod errors;
+mod hooks;
 mod initialize;
 mod mcp;
 mod plan_mode;
@@ -11,6 +12,7 @@ mod session_compat;
 mod session_state;
 mod sessions;
 mod steer_cancel;
+mod toolset;
 
 /// A self-check of the harness's MD5, which the session tests rely on to find folders independently.
 #[test]

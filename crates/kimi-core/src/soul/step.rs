@@ -235,7 +235,7 @@ impl Soul {
         messages.extend(
             results
                 .iter()
-                .map(|r| tool_result_message(&r.tool_call_id, &r.value)),
+                .map(|r| tool_result_message(&r.tool_call_id, &r.model_value)),
         );
         let mut context = self.context.lock().await;
         if let Some(usage) = &usage {

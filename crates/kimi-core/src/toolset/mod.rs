@@ -1,10 +1,14 @@
 //! The toolset: the registry of tools and the pipeline every call goes through.
 //!
 //! A call goes: find the tool → parse the arguments → de-duplicate → PreToolUse hooks → plan (validate,
-//! declare the effect) → approval for side effects → run → PostToolUse hooks → result. Every call of a step
-//! starts as soon as the model finishes streaming it; read-only calls run concurrently, side-effecting
-//! calls run one at a time in the order they were approved.
+//! declare the effect) → approval for side effects → run → PostToolUse hooks → output budget → result.
+//! Every call of a step starts as soon as the model finishes streaming it; read-only calls run
+//! concurrently, side-effecting calls run one at a time in the order they were approved.
+//!
+//! A result has two faces ([`CallResult`]): the client's `ToolResult` shows the whole output, the model's
+//! context gets it through the [`OutputBudget`] (head and tail, the whole saved in the session folder).
 
+mod budget;
 mod dedup;
 mod external;
 mod tool;
@@ -22,8 +26,12 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::{ApprovalRuntime, ApprovalSource, Verdict};
 use crate::config::HookEvent;
 use crate::hooks::{HookDecision, HookEngine, input as hook_input};
+pub use budget::{MODEL_OUTPUT_MAX_CHARS, OutputBudget, TOOL_OUTPUTS_DIR};
 use dedup::Verdict as DedupVerdict;
-pub use dedup::{CallKey, DedupTracker, Reminder, ReminderLevel, StepVerdict, append_reminder};
+pub use dedup::{
+    CallKey, DedupTracker, FORCE_STOP_AT, REMINDER_FIRM_AT, REMINDER_GENTLE_AT, REMINDER_STOP_AT, Reminder,
+    ReminderLevel, StepVerdict, append_reminder,
+};
 pub use external::{ExternalTool, SchemaError};
 pub use tool::{ApprovalAsk, CallContext, Effect, Plan, Tool, parse_args, schema_for};
 
@@ -35,6 +43,7 @@ pub const REJECTED_MESSAGE: &str = "The tool call is rejected by the user. Stop 
 pub struct Toolset {
     tools: RwLock<Vec<Arc<dyn Tool>>>,
     hidden: RwLock<BTreeSet<String>>,
+    budget: RwLock<Arc<OutputBudget>>,
 }
 
 impl Toolset {
@@ -85,6 +94,16 @@ impl Toolset {
             .collect()
     }
 
+    /// Sets the output budget, e.g. [`OutputBudget::for_session`] once the session folder is known.
+    pub fn set_output_budget(&self, budget: OutputBudget) {
+        *write(&self.budget) = Arc::new(budget);
+    }
+
+    /// The output budget results go through (the default saves nothing).
+    pub fn output_budget(&self) -> Arc<OutputBudget> {
+        Arc::clone(&read(&self.budget))
+    }
+
     /// Names of every registered tool.
     pub fn names(&self) -> Vec<String> {
         read(&self.tools).iter().map(|t| t.spec().name.clone()).collect()
@@ -96,17 +115,28 @@ impl Toolset {
 pub struct CallResult {
     /// The model's id for the call.
     pub tool_call_id: String,
-    /// What the model and the client see.
+    /// What the client sees (`ToolResult`, wire.jsonl): the whole output.
     pub value: ToolReturnValue,
+    /// What the model sees (the tool message in the context): `value` within the output budget.
+    pub model_value: ToolReturnValue,
     /// The user rejected the call and gave no feedback: the root turn stops after this step.
     pub rejected_without_feedback: bool,
 }
 
-/// A call's final result and whether it was a rejection without feedback.
-type Outcome = (ToolReturnValue, bool);
+impl CallResult {
+    /// A result the model and the client see the same way (errors found before running, short output).
+    pub fn same(tool_call_id: String, value: ToolReturnValue, rejected_without_feedback: bool) -> Self {
+        Self {
+            tool_call_id,
+            model_value: value.clone(),
+            value,
+            rejected_without_feedback,
+        }
+    }
+}
 
 /// Results of a step's calls by tool call id, published when each finishes.
-pub type InFlight = Arc<Mutex<HashMap<String, watch::Receiver<Option<Outcome>>>>>;
+pub type InFlight = Arc<Mutex<HashMap<String, watch::Receiver<Option<CallResult>>>>>;
 
 /// Everything a call needs besides the tool itself.
 #[derive(Clone, Debug)]
@@ -181,25 +211,21 @@ impl Dispatch {
     /// returns the rest of the pipeline as a future.
     pub fn start(&self, call: ToolCall, dedup: &mut DedupTracker) -> BoxFuture<'static, CallResult> {
         let tool_call_id = call.id.clone();
-        let finish = move |(value, rejected_without_feedback): (ToolReturnValue, bool)| CallResult {
-            tool_call_id,
-            value,
-            rejected_without_feedback,
-        };
         let name = call.function.name.clone();
         let Some(tool) = self.toolset.find(&name) else {
             let message = format!("Tool `{name}` not found");
-            return Box::pin(std::future::ready(finish((
+            return Box::pin(std::future::ready(CallResult::same(
+                tool_call_id,
                 ToolReturnValue::error("", message.clone(), message),
                 false,
-            ))));
+            )));
         };
         let args = match parse_arguments(call.function.arguments.as_deref()) {
             Ok(args) => args,
             Err(e) => {
                 let message = format!("Error parsing JSON arguments: {e}");
                 let value = ToolReturnValue::error("", message, "Invalid arguments");
-                return Box::pin(std::future::ready(finish((value, false))));
+                return Box::pin(std::future::ready(CallResult::same(tool_call_id, value, false)));
             }
         };
         match dedup.observe(&CallKey::new(&name, &args), &call.id) {
@@ -210,30 +236,47 @@ impl Dispatch {
                         Some(mut rx) => rx.wait_for(Option::is_some).await.ok().and_then(|v| v.clone()),
                         None => None,
                     };
-                    let value = joined.unwrap_or_else(|| {
-                        (
+                    match joined {
+                        Some(first) => CallResult {
+                            tool_call_id,
+                            ..first
+                        },
+                        None => CallResult::same(
+                            tool_call_id,
                             ToolReturnValue::error(
                                 "",
                                 "The identical call this one joined did not finish.",
                                 "Not run",
                             ),
                             false,
-                        )
-                    });
-                    finish(value)
+                        ),
+                    }
                 })
             }
             DedupVerdict::Run { reminder } => {
                 let (tx, rx) = watch::channel(None);
                 lock(&self.in_flight).insert(call.id.clone(), rx);
                 let dispatch = self.clone();
+                let budget = self.toolset.output_budget();
                 Box::pin(async move {
                     let (mut value, rejected) = dispatch.run_pipeline(tool, &name, &call, args).await;
+                    let mut model_value = match budget.apply(&call.id, &value).await {
+                        Some(cut) => cut,
+                        None => value.clone(),
+                    };
+                    // After the budget, so a long output cannot cut the reminder away.
                     if let Some(reminder) = &reminder {
                         append_reminder(&mut value, reminder);
+                        append_reminder(&mut model_value, reminder);
                     }
-                    let _ = tx.send(Some((value.clone(), rejected)));
-                    finish((value, rejected))
+                    let result = CallResult {
+                        tool_call_id,
+                        value,
+                        model_value,
+                        rejected_without_feedback: rejected,
+                    };
+                    let _ = tx.send(Some(result.clone()));
+                    result
                 })
             }
         }
@@ -247,17 +290,24 @@ impl Dispatch {
         call: &ToolCall,
         args: Value,
     ) -> (ToolReturnValue, bool) {
-        let pre = hook_input::pre_tool_use(name, args.clone(), &call.id);
-        if let HookDecision::Block { reason, .. } = self.hooks.trigger(HookEvent::PreToolUse, name, pre).await
-        {
-            let message = if reason.is_empty() {
-                "Blocked by PreToolUse hook".to_owned()
-            } else {
-                reason
-            };
-            return (ToolReturnValue::error("", message, "Hook blocked"), false);
+        // The hook inputs copy the arguments and the output: built only when some hook could use them.
+        if self.hooks.has_hooks_for(HookEvent::PreToolUse) {
+            let pre = hook_input::pre_tool_use(name, args.clone(), &call.id);
+            if let HookDecision::Block { reason, .. } =
+                self.hooks.trigger(HookEvent::PreToolUse, name, pre).await
+            {
+                let message = if reason.is_empty() {
+                    "Blocked by PreToolUse hook".to_owned()
+                } else {
+                    reason
+                };
+                return (ToolReturnValue::error("", message, "Hook blocked"), false);
+            }
         }
-        let hook_args = args.clone();
+        let hook_args = self
+            .hooks
+            .has_hooks_for(HookEvent::PostToolUse)
+            .then(|| args.clone());
         let ctx = CallContext {
             tool_call_id: call.id.clone(),
             raw_arguments: call.function.arguments.clone(),
@@ -283,9 +333,11 @@ impl Dispatch {
             }
         };
         let value = plan.run.await;
-        let post = hook_input::post_tool_use(name, hook_args, &tool_output_text(&value), &call.id);
-        self.hooks
-            .trigger_detached(HookEvent::PostToolUse, name.to_owned(), post);
+        if let Some(hook_args) = hook_args {
+            let post = hook_input::post_tool_use(name, hook_args, &tool_output_text(&value), &call.id);
+            self.hooks
+                .trigger_detached(HookEvent::PostToolUse, name.to_owned(), post);
+        }
         (value, false)
     }
 }

@@ -9,6 +9,12 @@
 //! task tools.
 //!
 //! How the process is started, read and stopped lives in [`process`].
+//!
+//! Output: the reference cuts Shell output to its first 50 000 characters inside the tool. We capture up
+//! to [`MAX_CAPTURED_CHARS`] (lines still cut at 2000 characters, as the reference does) and let the
+//! toolset's output budget decide what the model sees: head and tail of anything over 50 000 characters,
+//! with the whole output saved in the session folder. The client's `ToolResult` shows everything
+//! captured. Only beyond the capture cap is output dropped, with the reference's truncation note.
 
 mod process;
 
@@ -27,7 +33,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::args;
-use crate::output::OutputBuilder;
+use crate::output::{DEFAULT_MAX_LINE_LENGTH, OutputBuilder};
 use process::{KILL_GRACE, Limits, Outcome, ShellCommand};
 
 /// The tool's name.
@@ -41,6 +47,11 @@ pub const MAX_BACKGROUND_TIMEOUT: i64 = 24 * 60 * 60;
 
 /// The tool error for `run_in_background = true` until background tasks exist.
 pub const BACKGROUND_UNSUPPORTED: &str = "Background tasks are not supported yet. Run the command in the foreground (run_in_background=false) instead.";
+
+/// Characters of output kept of one command: far above the model's budget, so the toolset can save the
+/// whole output for the model to page through; low enough that a runaway command cannot exhaust memory
+/// or produce a protocol line near the wire's size cap.
+pub const MAX_CAPTURED_CHARS: usize = 1_000_000;
 
 /// The lines and characters of output tail quoted in a failed command's brief (reference defaults).
 const BRIEF_TAIL_LINES: usize = 5;
@@ -129,7 +140,7 @@ impl Shell {
     }
 
     async fn execute(&self, command: String, timeout_s: u64, cancel: CancellationToken) -> ToolReturnValue {
-        let mut out = OutputBuilder::new();
+        let mut out = OutputBuilder::with_limits(MAX_CAPTURED_CHARS, Some(DEFAULT_MAX_LINE_LENGTH));
         let cmd = ShellCommand {
             shell: &self.shell,
             command: &command,
@@ -386,7 +397,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn long_output_is_truncated() {
+    async fn output_beyond_the_model_budget_is_kept_whole() {
         let dir = tempfile::tempdir().unwrap();
         let tool = shell_in(dir.path());
         let value = call(
@@ -394,7 +405,25 @@ mod tests {
             json!({"command": "for i in $(seq 1 3000); do printf '%050d\\n' $i; done; echo tail"}),
         )
         .await;
-        assert!(!value.is_error);
+        // 153 005 characters: over the model's 50 000, which the toolset applies, not the tool.
+        assert_eq!(value.message, "Command executed successfully.");
+        let kimi_wire::message::ToolOutput::Text(text) = value.output else {
+            panic!("text output expected")
+        };
+        assert_eq!(text.chars().count(), 3000 * 51 + 5);
+        assert!(text.ends_with("tail\n"));
+    }
+
+    #[tokio::test]
+    async fn output_beyond_the_capture_cap_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = shell_in(dir.path());
+        // 1000 lines of 1001 characters: 1 001 000, just over the cap.
+        let value = call(
+            &tool,
+            json!({"command": "for i in $(seq 1 1000); do printf '%01000d\\n' $i; done; echo tail"}),
+        )
+        .await;
         assert_eq!(
             value.message,
             "Command executed successfully. Output is truncated to fit in the message."
@@ -402,8 +431,9 @@ mod tests {
         let kimi_wire::message::ToolOutput::Text(text) = value.output else {
             panic!("text output expected")
         };
-        // 980 lines of 51 characters fit; the 981st is cut to the 20 that remain.
-        assert_eq!(text.chars().count(), 50_000);
+        // 999 whole lines fit; the 1000th has one character left, so it becomes just the marker and its
+        // line break (the builder overshoots by design, as the reference's does).
+        assert_eq!(text.chars().count(), 999 * 1001 + "[...truncated]\n".len());
         assert!(text.ends_with("[...truncated]\n"));
         assert!(!text.contains("tail"));
     }

@@ -1,0 +1,430 @@
+//! Approval runtime tests against a real wire server on an in-memory pipe, the test playing the client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kimi_wire::message::{DisplayBlock, StepBegin, UserInput};
+use kimi_wire::params::{
+    InitializeParams, InitializeResult, PromptResult, ReplayResult, SetPlanModeResult, SteerResult,
+};
+use kimi_wire::{ClientHandle, RpcError, Server, ServerConfig, WireAgent};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The client end of a running wire server.
+struct FakeClient {
+    handle: ClientHandle,
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    writer: WriteHalf<DuplexStream>,
+}
+
+impl FakeClient {
+    fn start() -> Self {
+        let (server, handle) = Server::new(ServerConfig::default());
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let (server_in, server_out) = tokio::io::split(theirs);
+        tokio::spawn(server.run(server_in, server_out, Arc::new(NoAgent), std::future::pending()));
+        let (read, writer) = tokio::io::split(ours);
+        Self {
+            handle,
+            lines: BufReader::new(read).lines(),
+            writer,
+        }
+    }
+
+    fn runtime(&self, state: ApprovalState) -> Arc<ApprovalRuntime> {
+        Arc::new(ApprovalRuntime::new(self.handle.clone(), state))
+    }
+
+    async fn next_message(&mut self) -> Value {
+        let line = tokio::time::timeout(READ_TIMEOUT, self.lines.next_line())
+            .await
+            .expect("the server said nothing in time")
+            .expect("reading the server failed")
+            .expect("the server closed the connection");
+        serde_json::from_str(&line).expect("the server wrote invalid JSON")
+    }
+
+    /// The next message, which must be an ApprovalRequest; returns `(json-rpc id, payload)`.
+    async fn next_request(&mut self) -> (Value, Value) {
+        let message = self.next_message().await;
+        assert_eq!(message["method"], "request", "{message}");
+        assert_eq!(message["params"]["type"], "ApprovalRequest", "{message}");
+        (message["id"].clone(), message["params"]["payload"].clone())
+    }
+
+    /// The next message, which must be an event; returns `{type, payload}`.
+    async fn next_event(&mut self) -> Value {
+        let message = self.next_message().await;
+        assert_eq!(message["method"], "event", "{message}");
+        message["params"].clone()
+    }
+
+    /// Asserts nothing was sent before this point, by sending a marker event and reading it back first.
+    async fn assert_quiet(&mut self) {
+        self.handle
+            .send_event(&Event::StepBegin(StepBegin { n: 99 }))
+            .await
+            .expect("connection open");
+        let event = self.next_event().await;
+        assert_eq!(
+            event,
+            json!({"type": "StepBegin", "payload": {"n": 99}}),
+            "unexpected message before the marker"
+        );
+    }
+
+    async fn respond(&mut self, id: &Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await;
+    }
+
+    async fn respond_error(&mut self, id: &Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": "nope"}}))
+            .await;
+    }
+
+    async fn send(&mut self, message: Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.writer
+            .write_all(line.as_bytes())
+            .await
+            .expect("writing to the server failed");
+    }
+}
+
+/// Never called: these tests use only events and server-to-client requests.
+struct NoAgent;
+
+#[async_trait]
+impl WireAgent for NoAgent {
+    async fn initialize(&self, _params: InitializeParams) -> Result<InitializeResult, RpcError> {
+        Err(RpcError::internal("not used"))
+    }
+    async fn prompt(&self, _input: UserInput, _cancel: CancellationToken) -> Result<PromptResult, RpcError> {
+        Err(RpcError::internal("not used"))
+    }
+    async fn steer(&self, _input: UserInput) -> Result<SteerResult, RpcError> {
+        Err(RpcError::internal("not used"))
+    }
+    async fn set_plan_mode(&self, _enabled: bool) -> Result<SetPlanModeResult, RpcError> {
+        Err(RpcError::internal("not used"))
+    }
+    async fn replay(&self, _cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
+        Err(RpcError::internal("not used"))
+    }
+    async fn shutdown(&self) {}
+}
+
+fn ask(action: &str, command: &str) -> ApprovalAsk {
+    ApprovalAsk {
+        action: action.to_owned(),
+        description: format!("Run command `{command}`"),
+        display: vec![DisplayBlock::Shell {
+            language: "bash".to_owned(),
+            command: command.to_owned(),
+        }],
+        writes: Vec::new(),
+    }
+}
+
+fn source(id: &str) -> ApprovalSource {
+    ApprovalSource {
+        kind: ApprovalSourceKind::ForegroundTurn,
+        id: id.to_owned(),
+        agent_id: None,
+        subagent_type: None,
+    }
+}
+
+/// Starts a request in the background, as a tool call would.
+fn spawn_request(
+    runtime: &Arc<ApprovalRuntime>,
+    source: ApprovalSource,
+    tool_call_id: &str,
+    ask: ApprovalAsk,
+) -> JoinHandle<Verdict> {
+    let runtime = Arc::clone(runtime);
+    let tool_call_id = tool_call_id.to_owned();
+    tokio::spawn(async move { runtime.request(&source, &tool_call_id, "Shell", &ask).await })
+}
+
+async fn verdict(task: JoinHandle<Verdict>) -> Verdict {
+    tokio::time::timeout(READ_TIMEOUT, task)
+        .await
+        .expect("the request did not finish in time")
+        .expect("the request task panicked")
+}
+
+fn response_event(request_id: &Value, response: &str, feedback: &str) -> Value {
+    json!({
+        "type": "ApprovalResponse",
+        "payload": {"request_id": request_id, "response": response, "feedback": feedback},
+    })
+}
+
+#[tokio::test]
+async fn yolo_and_afk_approve_without_asking() {
+    let mut client = FakeClient::start();
+    for state in [
+        ApprovalState {
+            yolo: true,
+            ..ApprovalState::default()
+        },
+        ApprovalState {
+            afk: true,
+            ..ApprovalState::default()
+        },
+    ] {
+        let runtime = client.runtime(state);
+        assert!(runtime.is_auto_approve());
+        let verdict = runtime
+            .request(&source("turn-1"), "tc-1", "Shell", &ask("run command", "ls"))
+            .await;
+        assert_eq!(verdict, Verdict::Approved);
+    }
+    client.assert_quiet().await;
+}
+
+#[tokio::test]
+async fn switching_yolo_on_and_off_takes_effect_at_once() {
+    let mut client = FakeClient::start();
+    let runtime = client.runtime(ApprovalState::default());
+    assert!(!runtime.is_auto_approve());
+    runtime.set_yolo(true);
+    assert_eq!(
+        runtime
+            .request(&source("t"), "tc-1", "Shell", &ask("run command", "ls"))
+            .await,
+        Verdict::Approved
+    );
+    runtime.set_yolo(false);
+    let task = spawn_request(&runtime, source("t"), "tc-2", ask("run command", "ls"));
+    let (id, _) = client.next_request().await;
+    client
+        .respond(&id, json!({"request_id": id, "response": "approve"}))
+        .await;
+    assert_eq!(verdict(task).await, Verdict::Approved);
+}
+
+#[tokio::test]
+async fn approve_sends_the_request_then_reports_the_response() {
+    let mut client = FakeClient::start();
+    let runtime = client.runtime(ApprovalState::default());
+    let task = spawn_request(&runtime, source("turn-1"), "tc-1", ask("run command", "touch x"));
+    let (id, payload) = client.next_request().await;
+    assert_eq!(
+        payload,
+        json!({
+            "id": id,
+            "tool_call_id": "tc-1",
+            "sender": "Shell",
+            "action": "run command",
+            "description": "Run command `touch x`",
+            "source_kind": "foreground_turn",
+            "source_id": "turn-1",
+            "agent_id": null,
+            "subagent_type": null,
+            "source_description": null,
+            "display": [{"type": "shell", "language": "bash", "command": "touch x"}],
+        })
+    );
+    client
+        .respond(&id, json!({"request_id": id, "response": "approve"}))
+        .await;
+    assert_eq!(verdict(task).await, Verdict::Approved);
+    assert_eq!(client.next_event().await, response_event(&id, "approve", ""));
+    // A plain approve is not remembered.
+    assert_eq!(runtime.state().auto_approve_actions.len(), 0);
+    let again = spawn_request(&runtime, source("turn-1"), "tc-2", ask("run command", "touch x"));
+    let (id, _) = client.next_request().await;
+    client
+        .respond(&id, json!({"request_id": id, "response": "approve"}))
+        .await;
+    assert_eq!(verdict(again).await, Verdict::Approved);
+}
+
+#[tokio::test]
+async fn a_subagent_request_carries_its_source() {
+    let mut client = FakeClient::start();
+    let runtime = client.runtime(ApprovalState::default());
+    let subagent = ApprovalSource {
+        kind: ApprovalSourceKind::BackgroundAgent,
+        id: "task-7".to_owned(),
+        agent_id: Some("agent-1".to_owned()),
+        subagent_type: Some("coder".to_owned()),
+    };
+    let task = spawn_request(&runtime, subagent, "tc-1", ask("run command", "ls"));
+    let (id, payload) = client.next_request().await;
+    assert_eq!(payload["source_kind"], "background_agent");
+    assert_eq!(payload["source_id"], "task-7");
+    assert_eq!(payload["agent_id"], "agent-1");
+    assert_eq!(payload["subagent_type"], "coder");
+    client
+        .respond(&id, json!({"request_id": id, "response": "reject"}))
+        .await;
+    assert_eq!(verdict(task).await, Verdict::Rejected { feedback: None });
+}
+
+#[tokio::test]
+async fn approve_for_session_releases_waiting_requests_and_is_remembered() {
+    let mut client = FakeClient::start();
+    let runtime = client.runtime(ApprovalState::default());
+    let first = spawn_request(&runtime, source("t"), "tc-1", ask("run command", "a"));
+    let (first_id, _) = client.next_request().await;
+    let second = spawn_request(&runtime, source("t"), "tc-2", ask("run command", "b"));
+    let (second_id, _) = client.next_request().await;
+    let other = spawn_request(&runtime, source("t"), "tc-3", ask("edit file", "c"));
+    let (other_id, _) = client.next_request().await;
+
+    client
+        .respond(
+            &first_id,
+            json!({"request_id": first_id, "response": "approve_for_session"}),
+        )
+        .await;
+    assert_eq!(verdict(first).await, Verdict::Approved);
+    assert_eq!(verdict(second).await, Verdict::Approved);
+    let mut events = vec![client.next_event().await, client.next_event().await];
+    events.sort_by_key(|e| e["payload"]["request_id"] != first_id);
+    assert_eq!(
+        events,
+        vec![
+            response_event(&first_id, "approve_for_session", ""),
+            response_event(&second_id, "approve", ""),
+        ]
+    );
+    assert_eq!(
+        runtime.state().auto_approve_actions,
+        ["run command".to_owned()].into()
+    );
+
+    // Later requests for the action pass without asking; other actions still ask.
+    let later = runtime
+        .request(&source("t2"), "tc-4", "Shell", &ask("run command", "d"))
+        .await;
+    assert_eq!(later, Verdict::Approved);
+    client.assert_quiet().await;
+    assert!(!other.is_finished());
+    client
+        .respond(&other_id, json!({"request_id": other_id, "response": "reject"}))
+        .await;
+    assert_eq!(verdict(other).await, Verdict::Rejected { feedback: None });
+}
+
+#[tokio::test]
+async fn reject_with_and_without_feedback() {
+    let mut client = FakeClient::start();
+    let runtime = client.runtime(ApprovalState::default());
+
+    let task = spawn_request(&runtime, source("t"), "tc-1", ask("run command", "rm -rf x"));
+    let (id, _) = client.next_request().await;
+    client
+        .respond(&id, json!({"request_id": id, "response": "reject"}))
+        .await;
+    assert_eq!(verdict(task).await, Verdict::Rejected { feedback: None });
+    assert_eq!(client.next_event().await, response_event(&id, "reject", ""));
+
+    let task = spawn_request(&runtime, source("t"), "tc-2", ask("run command", "rm -rf x"));
+    let (id, _) = client.next_request().await;
+    client
+        .respond(
+            &id,
+            json!({"request_id": id, "response": "reject", "feedback": "use the trash instead"}),
+        )
+        .await;
+    assert_eq!(
+        verdict(task).await,
+        Verdict::Rejected {
+            feedback: Some("use the trash instead".to_owned())
+        }
+    );
+    assert_eq!(
+        client.next_event().await,
+        response_event(&id, "reject", "use the trash instead")
+    );
+    // An empty feedback counts as none.
+    let task = spawn_request(&runtime, source("t"), "tc-3", ask("run command", "rm -rf x"));
+    let (id, _) = client.next_request().await;
+    client
+        .respond(
+            &id,
+            json!({"request_id": id, "response": "reject", "feedback": ""}),
+        )
+        .await;
+    assert_eq!(verdict(task).await, Verdict::Rejected { feedback: None });
+}
+
+#[tokio::test]
+async fn malformed_answers_and_client_errors_reject() {
+    let mut client = FakeClient::start();
+    let runtime = client.runtime(ApprovalState::default());
+    for garbage in [
+        json!({"request_id": "x", "response": "maybe"}),
+        json!("approve"),
+        json!(null),
+        json!({"approved": true}),
+    ] {
+        let task = spawn_request(&runtime, source("t"), "tc-1", ask("run command", "ls"));
+        let (id, _) = client.next_request().await;
+        client.respond(&id, garbage.clone()).await;
+        assert_eq!(
+            verdict(task).await,
+            Verdict::Rejected { feedback: None },
+            "{garbage}"
+        );
+        assert_eq!(client.next_event().await, response_event(&id, "reject", ""));
+    }
+    let task = spawn_request(&runtime, source("t"), "tc-2", ask("run command", "ls"));
+    let (id, _) = client.next_request().await;
+    client.respond_error(&id).await;
+    assert_eq!(verdict(task).await, Verdict::Rejected { feedback: None });
+    assert!(runtime.state().auto_approve_actions.is_empty());
+}
+
+#[tokio::test]
+async fn an_abandoned_request_rejects() {
+    let mut client = FakeClient::start();
+    let runtime = client.runtime(ApprovalState::default());
+    let task = spawn_request(&runtime, source("t"), "tc-1", ask("run command", "ls"));
+    let _ = client.next_request().await;
+    // The client goes away: the server abandons every pending request.
+    drop(client);
+    assert_eq!(verdict(task).await, Verdict::Rejected { feedback: None });
+}
+
+#[tokio::test]
+async fn cancel_source_reports_rejections_for_that_source_only() {
+    let mut client = FakeClient::start();
+    let runtime = client.runtime(ApprovalState::default());
+    let mine = spawn_request(&runtime, source("turn-1"), "tc-1", ask("run command", "a"));
+    let (mine_id, _) = client.next_request().await;
+    let theirs = spawn_request(&runtime, source("turn-2"), "tc-2", ask("run command", "b"));
+    let (theirs_id, _) = client.next_request().await;
+
+    runtime.cancel_source("turn-1").await;
+    assert_eq!(client.next_event().await, response_event(&mine_id, "reject", ""));
+    client.assert_quiet().await;
+    // Nothing more to reject for that source.
+    runtime.cancel_source("turn-1").await;
+    client.assert_quiet().await;
+
+    // The other source's request is still answerable.
+    client
+        .respond(
+            &theirs_id,
+            json!({"request_id": theirs_id, "response": "approve"}),
+        )
+        .await;
+    assert_eq!(verdict(theirs).await, Verdict::Approved);
+    mine.abort();
+}
