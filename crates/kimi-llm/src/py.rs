@@ -279,12 +279,20 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
 /// Python's `json.dumps(value, separators=(",", ":"))`: compact, with
 /// every non-ASCII character escaped as `\uXXXX` (`ensure_ascii`).
 pub(crate) fn dumps_compact(value: &Value) -> String {
+    python_dumps(value, false)
+}
+
+/// Python's `json.dumps(value)` with `ensure_ascii`: every non-ASCII
+/// character escaped as `\uXXXX`, floats as Python prints them; `spaced`
+/// selects the default `", "` / `": "` separators, otherwise `","` / `":"`.
+pub fn python_dumps(value: &Value, spaced: bool) -> String {
     let mut out = String::new();
-    dump_into(value, &mut out);
+    dump_into(value, spaced, &mut out);
     out
 }
 
-fn dump_into(value: &Value, out: &mut String) {
+fn dump_into(value: &Value, spaced: bool, out: &mut String) {
+    let (item_sep, key_sep) = if spaced { (", ", ": ") } else { (",", ":") };
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -294,9 +302,9 @@ fn dump_into(value: &Value, out: &mut String) {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push_str(item_sep);
                 }
-                dump_into(item, out);
+                dump_into(item, spaced, out);
             }
             out.push(']');
         }
@@ -304,11 +312,11 @@ fn dump_into(value: &Value, out: &mut String) {
             out.push('{');
             for (i, (k, v)) in map.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push_str(item_sep);
                 }
                 dump_str(k, out);
-                out.push(':');
-                dump_into(v, out);
+                out.push_str(key_sep);
+                dump_into(v, spaced, out);
             }
             out.push('}');
         }

@@ -4,8 +4,6 @@
 //! Reference: `hooks/events.py`. Field names, their order and their defaults follow it; the
 //! truncations its callers apply (`[:2000]`, `[:500]`) are done here so no call site forgets them.
 
-use std::fmt::Write as _;
-
 use serde_json::{Map, Value};
 
 /// How much of a tool's output `PostToolUse` hooks see, in characters (reference: `str(ret)[:2000]`).
@@ -183,65 +181,7 @@ fn truncate_chars(text: &str, max: usize) -> &str {
 /// stdin: `", "` and `": "` separators and every non-ASCII character escaped as `\uXXXX`. Scripts that
 /// grep the text rather than parse it keep working.
 pub(crate) fn python_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_value(value, &mut out);
-    out
-}
-
-fn write_value(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            let _ = write!(out, "{n}");
-        }
-        Value::String(s) => write_str(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_value(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_str(key, out);
-                out.push_str(": ");
-                write_value(item, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_str(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-        }
-    }
-    out.push('"');
+    kimi_llm::python_dumps(value, true)
 }
 
 #[cfg(test)]
