@@ -11,6 +11,8 @@
 //!   client drains the pipe).
 //! - `MCP_TEST_GATE=FIFO`: open this named pipe before serving; the test opens its other end when it
 //!   wants the server to answer (so "still connecting" is a state the test controls, not a race).
+//! - `MCP_TEST_STARTED=FIFO`: `slow` writes a byte into this named pipe once the call has reached the
+//!   server, so a test can wait for "the call is in flight" before it cancels.
 //! - `MCP_TEST_PID_DIR=DIR`: write `DIR/<pid>` at start; with `MCP_TEST_GRANDCHILD=1` also start a
 //!   `sleep` grandchild in the same process group and record it as `DIR/<pid>` too.
 //!
@@ -125,6 +127,13 @@ impl ServerHandler for TestServer {
             ))]),
             "slow" => {
                 let ms = arg("ms").as_u64().unwrap_or(0);
+                if let Some(started) = std::env::var_os("MCP_TEST_STARTED") {
+                    // The test holds the reading end open, so opening does not block.
+                    let _ = std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(started)
+                        .and_then(|mut fifo| std::io::Write::write_all(&mut fifo, b"s"));
+                }
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_millis(ms)) => text("slept"),
                     () = context.ct.cancelled() => {

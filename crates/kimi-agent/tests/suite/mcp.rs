@@ -3,36 +3,40 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 use crate::common::{READ_TIMEOUT, TestHome, WireProcess, approval_answer, payloads, tool_call_line};
 
 /// The test server binary, built on first use when `cargo test` did not build the examples (as with
 /// `cargo test --test all`).
 fn test_server() -> Result<PathBuf> {
-    static BUILD: Mutex<()> = Mutex::new(());
+    // Built once per test run, always: an existing binary may predate the current source.
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| build_test_server().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn build_test_server() -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .context("test binary has no target dir")?;
-    let server = profile_dir.join("examples/mcp_test_server");
-    let _guard = BUILD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !server.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args(["build", "-p", "kimi-agent", "--example", "mcp_test_server"])
-            .status()?;
-        if !status.success() {
-            bail!("building the MCP test server failed");
-        }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "-p", "kimi-agent", "--example", "mcp_test_server"])
+        .status()?;
+    if !status.success() {
+        bail!("building the MCP test server failed");
     }
-    Ok(server)
+    Ok(profile_dir.join("examples/mcp_test_server"))
 }
 
 /// A scripted home whose config sets `tool_call_timeout_ms` when given, with `servers` in an MCP config
@@ -261,11 +265,23 @@ async fn cancelling_the_turn_cancels_the_mcp_request() -> Result<()> {
         &call("tc-2", "cancelled", json!({})),
         "text: done",
     ];
-    let home = home_with(&scripts, json!({"test": stdio_server(json!({}))?}), None)?.arg("--yolo");
+    let dir = tempfile::tempdir()?;
+    let started = dir.path().join("started");
+    let made = std::process::Command::new("mkfifo").arg(&started).status()?;
+    anyhow::ensure!(made.success(), "mkfifo failed");
+    let env = json!({"MCP_TEST_STARTED": started.to_string_lossy()});
+    let home = home_with(&scripts, json!({"test": stdio_server(env)?}), None)?.arg("--yolo");
     let mut wire = WireProcess::spawn(&home).await?;
     wire.initialize(init()).await?;
+    // Read-write so the open does not wait for the server, and reads wait for its byte instead of EOF.
+    let mut in_flight = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(&started)?;
     let prompt = wire.start_prompt(json!("go")).await?;
-    wire.wait_event("ToolCall").await?;
+    // Cancel only once the call has reached the server: before that there is nothing to cancel there.
+    tokio::time::timeout(READ_TIMEOUT, in_flight.read_u8())
+        .await
+        .context("the slow call never reached the server")??;
     let cancel = wire.request("cancel", json!({})).await?;
     wire.response_to(&cancel).await?;
     let (response, _) = wire.read_response(&prompt).await?;
@@ -319,7 +335,9 @@ async fn list_changed_adds_the_new_tool_for_the_next_step() -> Result<()> {
     assert_eq!(text_output(&results[0]), "added");
     assert_eq!(
         (results[1]["is_error"].clone(), text_output(&results[1])),
-        (json!(false), "extra tool".to_owned())
+        (json!(false), "extra tool".to_owned()),
+        "{}",
+        results[1]
     );
     Ok(())
 }
