@@ -12,6 +12,7 @@ use kimi_core::context::Context;
 use kimi_core::events::EventSink;
 use kimi_core::hooks::{HookEngine, input as hook_input};
 use kimi_core::mcp::{McpManager, McpSettings};
+use kimi_core::plan::PlanMode;
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
@@ -107,6 +108,11 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         session_dir: session.dir.clone(),
     });
     let session_state = Arc::new(SessionState::new(state.todos.clone()));
+    let plan = Arc::new(PlanMode::new(
+        options.plan || config.default_plan_mode || state.plan_mode,
+        state.plan_slug.clone(),
+        kimi_core::plan::plans_dir(),
+    ));
     let client_flags = Arc::new(ClientFlags::default());
     let mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
     let toolset = Arc::new(Toolset::new());
@@ -123,6 +129,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         approvals: Arc::clone(&approvals),
         events: events.clone(),
         model_capabilities: model.capabilities.clone(),
+        plan: Arc::clone(&plan),
     };
     register_tools(&toolset, &spec.effective_tools(), &deps);
 
@@ -164,8 +171,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         approvals,
         events,
         hooks: Arc::clone(&hooks),
-        plan_mode: options.plan || config.default_plan_mode || state.plan_mode,
-        plan_slug: state.plan_slug.clone(),
+        plan,
     }));
     // After the built-ins, so an MCP tool can never take a built-in's name.
     let mcp = McpManager::start(

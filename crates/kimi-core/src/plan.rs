@@ -5,6 +5,72 @@
 //! finds its plan again. Our slugs are our own three-word names.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Plan mode's switch and its plan session, shared by the loop (which restricts writes), the
+/// `set_plan_mode` method and the EnterPlanMode / ExitPlanMode tools.
+///
+/// As the reference: turning it on starts a plan session (a slug, so a plan file) unless one exists;
+/// turning it off ends the session, so the next plan gets a new file.
+#[derive(Debug)]
+pub struct PlanMode {
+    enabled: AtomicBool,
+    slug: Mutex<Option<String>>,
+    dir: PathBuf,
+}
+
+impl PlanMode {
+    /// Plan mode as restored (`enabled`, `slug` from state.json), with plans in `dir`.
+    pub fn new(enabled: bool, slug: Option<String>, dir: PathBuf) -> Self {
+        let plan = Self {
+            enabled: AtomicBool::new(false),
+            slug: Mutex::new(slug),
+            dir,
+        };
+        if enabled {
+            plan.set(true);
+        }
+        plan
+    }
+
+    /// Is plan mode on?
+    pub fn is_on(&self) -> bool {
+        self.enabled.load(Ordering::SeqCst)
+    }
+
+    /// Turns plan mode on or off; returns whether that changed anything.
+    pub fn set(&self, enabled: bool) -> bool {
+        let mut slug = self.lock_slug();
+        if enabled {
+            slug.get_or_insert_with(|| new_slug(&self.dir));
+        } else {
+            *slug = None;
+        }
+        self.enabled.swap(enabled, Ordering::SeqCst) != enabled
+    }
+
+    /// The current plan session's slug (state.json `plan_slug`).
+    pub fn slug(&self) -> Option<String> {
+        self.lock_slug().clone()
+    }
+
+    /// The plan file of the current plan session, if there is one.
+    pub fn file(&self) -> Option<PathBuf> {
+        self.lock_slug().as_deref().map(|slug| plan_file(&self.dir, slug))
+    }
+
+    /// The only file writes may touch, while plan mode is on.
+    pub fn active_file(&self) -> Option<PathBuf> {
+        if self.is_on() { self.file() } else { None }
+    }
+
+    fn lock_slug(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.slug
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// Words slugs are made of (ours): short, distinct, easy to read in a path.
 const WORDS: &[&str] = &[
@@ -51,5 +117,33 @@ mod tests {
         assert_eq!(slug.split('-').count(), 3);
         std::fs::write(plan_file(dir.path(), &slug), "x").unwrap();
         assert_ne!(new_slug(dir.path()), slug);
+    }
+
+    #[test]
+    fn turning_on_starts_a_plan_session_and_off_ends_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = PlanMode::new(false, None, dir.path().to_path_buf());
+        assert_eq!(
+            (plan.is_on(), plan.file(), plan.active_file()),
+            (false, None, None)
+        );
+        assert!(plan.set(true));
+        assert!(!plan.set(true), "already on");
+        let file = plan.active_file().unwrap();
+        assert_eq!(file.parent(), Some(dir.path()));
+        assert_eq!(plan.file(), Some(file));
+        assert!(plan.set(false));
+        assert_eq!(
+            (plan.is_on(), plan.slug(), plan.active_file()),
+            (false, None, None)
+        );
+    }
+
+    #[test]
+    fn a_restored_session_keeps_its_slug() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = PlanMode::new(true, Some("amber-birch-cedar".into()), dir.path().to_path_buf());
+        assert!(plan.is_on());
+        assert_eq!(plan.active_file(), Some(dir.path().join("amber-birch-cedar.md")));
     }
 }

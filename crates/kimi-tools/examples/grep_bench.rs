@@ -18,11 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 async fn grep_once(tool: &Arc<Grep>, pattern: &str, mode: &str) -> anyhow::Result<ToolReturnValue> {
     let args = json!({"pattern": pattern, "path": ".", "output_mode": mode, "head_limit": 0});
-    let ctx = CallContext {
-        tool_call_id: "bench".to_owned(),
-        raw_arguments: None,
-        cancel: CancellationToken::new(),
-    };
+    let ctx = CallContext::new("bench", None, CancellationToken::new());
     match Arc::clone(tool).plan(args, ctx).await {
         Ok(plan) => Ok(plan.run.await),
         Err(value) => anyhow::bail!("bad arguments: {}", value.message),

@@ -17,10 +17,7 @@ use kimi_core::events::EventSink;
 use kimi_core::state::ClientFlags;
 use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
-use kimi_wire::message::{
-    QuestionAnswer, QuestionItem, QuestionOption, QuestionRequest, Request, ToolReturnValue,
-};
-use kimi_wire::{Abandoned, Answer, RequestScope, SendRequestError};
+use kimi_wire::message::{QuestionItem, QuestionOption, ToolReturnValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -28,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args;
 use crate::json::to_python_json;
+use crate::question::{self, Reply};
 
 /// The tool's name.
 pub const NAME: &str = "AskUserQuestion";
@@ -142,41 +140,13 @@ impl AskUserQuestion {
         if !self.client.supports_question() {
             return ToolReturnValue::error("", UNSUPPORTED_MESSAGE, "Client unsupported");
         }
-        let request = QuestionRequest {
-            id: uuid::Uuid::new_v4().to_string(),
-            tool_call_id,
-            questions,
-        };
-        let waiter = match self
-            .events
-            .request(Request::QuestionRequest(request), RequestScope::Turn)
-            .await
-        {
-            Ok(waiter) => waiter,
-            // Reference: a connection that goes away resolves open questions with no answers.
-            Err(SendRequestError::Closed(_)) => return dismissed(),
-            Err(e) => {
-                tracing::error!(error = %e, "question request could not be sent");
+        let answers = match question::ask(&self.events, tool_call_id, questions, &cancel).await {
+            Reply::Answered(answers) => answers,
+            Reply::Dismissed => return dismissed(),
+            Reply::Failed => {
                 return ToolReturnValue::error("", "Failed to get user response.", "Question failed");
             }
         };
-        let answer = tokio::select! {
-            answer = waiter.wait() => answer,
-            () = cancel.cancelled() => Answer::Abandoned(Abandoned::TurnEnded),
-        };
-        let answers = match answer {
-            Answer::Result(value) => match serde_json::from_value::<QuestionAnswer>(value) {
-                Ok(answer) => answer.answers,
-                Err(e) => {
-                    tracing::warn!(error = %e, "malformed question answer; treating it as dismissed");
-                    return dismissed();
-                }
-            },
-            Answer::Error(_) | Answer::Abandoned(_) => return dismissed(),
-        };
-        if answers.is_empty() {
-            return dismissed();
-        }
         match to_python_json(&serde_json::json!({ "answers": answers })) {
             Ok(output) => ToolReturnValue::ok_with_brief(output, "User has answered.", "User answered"),
             Err(e) => {
@@ -252,11 +222,7 @@ mod tests {
     }
 
     fn ctx(cancel: &CancellationToken) -> CallContext {
-        CallContext {
-            tool_call_id: "tc-q1".into(),
-            raw_arguments: None,
-            cancel: cancel.clone(),
-        }
+        CallContext::new("tc-q1", None, cancel.clone())
     }
 
     async fn plan(

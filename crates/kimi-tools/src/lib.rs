@@ -25,6 +25,8 @@ mod ask_user;
 pub mod file;
 pub mod json;
 pub mod output;
+mod plan;
+mod question;
 mod shell;
 #[cfg(test)]
 mod testutil;
@@ -35,11 +37,13 @@ use std::sync::Arc;
 
 use kimi_core::approval::ApprovalRuntime;
 use kimi_core::events::EventSink;
+use kimi_core::plan::PlanMode;
 use kimi_core::state::{ClientFlags, Environment, SessionState};
 use kimi_core::toolset::{Tool, schema_for};
 use kimi_llm::ToolSpec;
 
 pub use ask_user::AskUserQuestion;
+pub use plan::{EnterPlanMode, ExitPlanMode, PlanToolDeps};
 pub use shell::{BACKGROUND_UNSUPPORTED, Shell, find_shell};
 pub use todo::SetTodoList;
 
@@ -58,6 +62,19 @@ pub struct ToolDeps {
     pub events: EventSink,
     /// The model's capabilities (`image_in`, `video_in`, `thinking`, ...), for tools that depend on them.
     pub model_capabilities: BTreeSet<String>,
+    /// Plan mode, which EnterPlanMode / ExitPlanMode switch.
+    pub plan: Arc<PlanMode>,
+}
+
+impl ToolDeps {
+    fn plan_tool_deps(&self) -> PlanToolDeps {
+        PlanToolDeps {
+            plan: Arc::clone(&self.plan),
+            approvals: Arc::clone(&self.approvals),
+            client: Arc::clone(&self.client),
+            events: self.events.clone(),
+        }
+    }
 }
 
 /// A tool name no built-in tool has.
@@ -97,18 +114,15 @@ const NOT_YET_AVAILABLE: &[&str] = &[
     "TaskStop",
     "SearchWeb",
     "FetchURL",
-    "ExitPlanMode",
-    "EnterPlanMode",
     "SendDMail",
     "Think",
 ];
 
 /// Builds the built-in tool called `name`.
 ///
-/// `Ok(None)` means the tool does not load in this session, as the reference's `SkipThisTool`; for now
-/// that is every known tool not written yet: Agent, TaskList, TaskOutput, TaskStop, the file tools
-/// (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile), SearchWeb, FetchURL, ExitPlanMode,
-/// EnterPlanMode, SendDMail and Think. A name no reference tool has is an [`UnknownTool`] error.
+/// `Ok(None)` means the tool does not load in this session, as the reference's `SkipThisTool`: a tool
+/// whose conditions are not met (ReadMediaFile for a text-only model), or a known tool we do not have
+/// yet ([`NOT_YET_AVAILABLE`]). A name no reference tool has is an [`UnknownTool`] error.
 pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     let tool: Arc<dyn Tool> = match name {
         shell::NAME => Arc::new(Shell::new(&deps.env)),
@@ -128,6 +142,8 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env))),
         "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env))),
         "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
+        plan::ENTER_NAME => Arc::new(EnterPlanMode::new(deps.plan_tool_deps())),
+        plan::EXIT_NAME => Arc::new(ExitPlanMode::new(deps.plan_tool_deps())),
         // Reference rule still to apply when it arrives: SearchWeb only when
         // `services.moonshot_search` is configured.
         _ if NOT_YET_AVAILABLE.contains(&name) => {
@@ -214,6 +230,7 @@ mod tests {
             )),
             events: EventSink::new(client.handle.clone(), None),
             model_capabilities: BTreeSet::new(),
+            plan: Arc::new(PlanMode::new(false, None, std::env::temp_dir())),
         }
     }
 
@@ -239,7 +256,9 @@ mod tests {
                 "Glob",
                 "Grep",
                 "WriteFile",
-                "StrReplaceFile"
+                "StrReplaceFile",
+                "ExitPlanMode",
+                "EnterPlanMode"
             ]
         );
         assert!(build_tool("Think", &deps).unwrap().is_none());

@@ -171,11 +171,7 @@ mod tests {
     }
 
     async fn call(tool: &Arc<SetTodoList>, args: Value) -> ToolReturnValue {
-        let ctx = CallContext {
-            tool_call_id: "tc-1".into(),
-            raw_arguments: None,
-            cancel: CancellationToken::new(),
-        };
+        let ctx = CallContext::new("tc-1", None, CancellationToken::new());
         match Arc::clone(tool).plan(args, ctx).await {
             Ok(plan) => {
                 assert_eq!(plan.effect, Effect::ReadOnly);

@@ -7,7 +7,6 @@ mod step;
 mod turn;
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use kimi_llm::{ChatError, ChatProvider};
@@ -18,6 +17,7 @@ use crate::context::Context;
 use crate::events::EventSink;
 use crate::hooks::HookEngine;
 use crate::mcp::McpManager;
+use crate::plan::PlanMode;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
@@ -98,9 +98,7 @@ pub struct Soul {
     pub(crate) events: EventSink,
     pub(crate) hooks: Arc<HookEngine>,
     steers: Mutex<VecDeque<UserInput>>,
-    plan_mode: AtomicBool,
-    /// The plan file's slug while a plan session exists (state.json `plan_slug`).
-    plan_slug: Mutex<Option<String>>,
+    plan: Arc<PlanMode>,
     /// Repeat detection across the steps of a turn (no await while held).
     pub(crate) dedup: Mutex<DedupTracker>,
     /// MCP servers, attached once after startup (see [`Soul::attach_mcp`]).
@@ -126,10 +124,8 @@ pub struct SoulParts {
     pub events: EventSink,
     /// Hook engine.
     pub hooks: Arc<HookEngine>,
-    /// Plan mode at start.
-    pub plan_mode: bool,
-    /// The plan slug restored from state.json.
-    pub plan_slug: Option<String>,
+    /// Plan mode, shared with the plan tools.
+    pub plan: Arc<PlanMode>,
 }
 
 impl Soul {
@@ -145,8 +141,7 @@ impl Soul {
             events: parts.events,
             hooks: parts.hooks,
             steers: Mutex::new(VecDeque::new()),
-            plan_mode: AtomicBool::new(parts.plan_mode),
-            plan_slug: Mutex::new(parts.plan_slug),
+            plan: parts.plan,
             dedup: Mutex::new(DedupTracker::new()),
             mcp: OnceLock::new(),
         }
@@ -176,31 +171,22 @@ impl Soul {
 
     /// Is plan mode on?
     pub fn plan_mode(&self) -> bool {
-        self.plan_mode.load(Ordering::SeqCst)
+        self.plan.is_on()
     }
 
     /// Sets plan mode.
     pub fn set_plan_mode(&self, enabled: bool) {
-        self.plan_mode.store(enabled, Ordering::SeqCst);
-        let mut slug = lock(&self.plan_slug);
-        if enabled && slug.is_none() {
-            *slug = Some(crate::plan::new_slug(&crate::plan::plans_dir()));
-        }
+        self.plan.set(enabled);
     }
 
     /// The plan slug of the current plan session, if any.
     pub fn plan_slug(&self) -> Option<String> {
-        lock(&self.plan_slug).clone()
+        self.plan.slug()
     }
 
     /// The plan file writes are restricted to, when plan mode is on.
     pub fn active_plan_file(&self) -> Option<std::path::PathBuf> {
-        if !self.plan_mode() {
-            return None;
-        }
-        let mut slug = lock(&self.plan_slug);
-        let slug = slug.get_or_insert_with(|| crate::plan::new_slug(&crate::plan::plans_dir()));
-        Some(crate::plan::plan_file(&crate::plan::plans_dir(), slug))
+        self.plan.active_file()
     }
 
     /// The approval runtime.

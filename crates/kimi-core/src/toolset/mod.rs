@@ -33,7 +33,7 @@ pub use dedup::{
     ReminderLevel, StepVerdict, append_reminder,
 };
 pub use external::{ExternalTool, SchemaError};
-pub use tool::{ApprovalAsk, CallContext, Effect, Plan, Tool, parse_args, schema_for};
+pub use tool::{ApprovalAsk, CallContext, Effect, Plan, Tool, UserRejection, parse_args, schema_for};
 
 /// The message the model gets when the user rejects a call without saying why (reference text).
 pub const REJECTED_MESSAGE: &str = "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.";
@@ -308,11 +308,8 @@ impl Dispatch {
             .hooks
             .has_hooks_for(HookEvent::PostToolUse)
             .then(|| args.clone());
-        let ctx = CallContext {
-            tool_call_id: call.id.clone(),
-            raw_arguments: call.function.arguments.clone(),
-            cancel: self.cancel.clone(),
-        };
+        let ctx = CallContext::new(&call.id, call.function.arguments.clone(), self.cancel.clone());
+        let user_rejection = ctx.user_rejection.clone();
         let plan = match tool.plan(args, ctx).await {
             Ok(plan) => plan,
             Err(value) => return (value, false),
@@ -322,7 +319,7 @@ impl Dispatch {
             Effect::SideEffect(ask) => {
                 match self.plan_mode_verdict(ask).await {
                     Some(Err(refusal)) => return (refusal, false),
-                    Some(Ok(())) => return (plan.run.await, false),
+                    Some(Ok(())) => return (plan.run.await, user_rejection.is_recorded()),
                     None => {}
                 }
                 match self.approvals.request(&self.source, &call.id, name, ask).await {
@@ -338,7 +335,7 @@ impl Dispatch {
             self.hooks
                 .trigger_detached(HookEvent::PostToolUse, name.to_owned(), post);
         }
-        (value, false)
+        (value, user_rejection.is_recorded())
     }
 }
 

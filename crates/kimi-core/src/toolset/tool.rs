@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::BoxFuture;
 use kimi_llm::ToolSpec;
@@ -46,6 +47,41 @@ pub struct CallContext {
     pub raw_arguments: Option<String>,
     /// Fires when the turn is cancelled; long-running tools should stop promptly.
     pub cancel: CancellationToken,
+    /// Set by a tool whose question the user turned down (a rejected plan): the turn then stops after
+    /// this step, as it does when the user rejects an approval.
+    pub user_rejection: UserRejection,
+}
+
+impl CallContext {
+    /// The context of call `tool_call_id`.
+    pub fn new(
+        tool_call_id: impl Into<String>,
+        raw_arguments: Option<String>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            tool_call_id: tool_call_id.into(),
+            raw_arguments,
+            cancel,
+            user_rejection: UserRejection::default(),
+        }
+    }
+}
+
+/// A tool's report that the user said no (the reference's `ToolRejectedError` result).
+#[derive(Debug, Clone, Default)]
+pub struct UserRejection(Arc<AtomicBool>);
+
+impl UserRejection {
+    /// Records the rejection.
+    pub fn record(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Was a rejection recorded?
+    pub fn is_recorded(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 /// A validated call, ready to run once allowed.

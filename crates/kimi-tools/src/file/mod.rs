@@ -152,11 +152,7 @@ pub(crate) mod test_support {
     }
 
     pub fn ctx() -> CallContext {
-        CallContext {
-            tool_call_id: "tc-1".into(),
-            raw_arguments: None,
-            cancel: CancellationToken::new(),
-        }
+        CallContext::new("tc-1", None, CancellationToken::new())
     }
 
     /// Plans and (if planning succeeded) runs the call; the effect is `None` when planning refused it.

@@ -251,11 +251,7 @@ mod tests {
     }
 
     fn ctx(cancel: &CancellationToken) -> CallContext {
-        CallContext {
-            tool_call_id: "tc-1".into(),
-            raw_arguments: None,
-            cancel: cancel.clone(),
-        }
+        CallContext::new("tc-1", None, cancel.clone())
     }
 
     async fn plan(tool: &Arc<Shell>, args: Value) -> Result<Plan, ToolReturnValue> {
