@@ -122,18 +122,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         |p| p.to_string_lossy().into_owned(),
     );
     let spec = AgentSpec::load(&agent_path)?;
-    let deps = kimi_tools::ToolDeps {
-        env: Arc::clone(&environment),
-        state: Arc::clone(&session_state),
-        client: Arc::clone(&client_flags),
-        approvals: Arc::clone(&approvals),
-        events: events.clone(),
-        model_capabilities: model.capabilities.clone(),
-        plan: Arc::clone(&plan),
-    };
-    register_tools(&toolset, &spec.effective_tools(), &deps);
-
-    let mut vars = kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, "");
+    let base_vars = kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, "");
+    let mut vars = base_vars.clone();
     vars.extend(spec.system_prompt_args.clone());
     let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
     let context = Context::open(&session.context_path(), system_prompt).await;
@@ -158,6 +148,19 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         session.work_dir.clone(),
         session.id.clone(),
     ));
+    let subagents = subagent_kit(&spec, &base_vars, &config, &llm, &model, settings, &hooks);
+    let deps = kimi_tools::ToolDeps {
+        env: Arc::clone(&environment),
+        state: Arc::clone(&session_state),
+        client: Arc::clone(&client_flags),
+        approvals: Arc::clone(&approvals),
+        events: events.clone(),
+        model_capabilities: model.capabilities.clone(),
+        plan: Arc::clone(&plan),
+        subagents,
+    };
+    register_tools(&toolset, &spec.effective_tools(), &deps);
+
     let source = if session.resumed { "resume" } else { "startup" };
     let _ = hooks
         .trigger(HookEvent::SessionStart, source, hook_input::session_start(source))
@@ -172,6 +175,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         events,
         hooks: Arc::clone(&hooks),
         plan,
+        subagent: None,
     }));
     // After the built-ins, so an MCP tool can never take a built-in's name.
     let mcp = McpManager::start(
@@ -204,6 +208,39 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     }
     hooks.shutdown(HOOK_SHUTDOWN_GRACE).await;
     Ok(())
+}
+
+/// What the `Agent` tool needs, when the agent file offers subagent types. A type whose agent file
+/// does not load is left out (logged), so one broken file does not take the others down.
+fn subagent_kit(
+    spec: &AgentSpec,
+    vars: &std::collections::BTreeMap<String, String>,
+    config: &Config,
+    llm: &Option<Arc<dyn kimi_llm::ChatProvider>>,
+    model: &kimi_core::soul::ModelInfo,
+    settings: LoopSettings,
+    hooks: &Arc<HookEngine>,
+) -> Option<Arc<kimi_tools::SubagentKit>> {
+    let types: Vec<kimi_tools::SubagentType> = spec
+        .subagents
+        .iter()
+        .filter_map(|(name, sub)| {
+            kimi_tools::SubagentType::load(name, &sub.description, &sub.path, vars)
+                .inspect_err(|e| tracing::warn!(subagent = %name, error = %e, "subagent type not loaded"))
+                .ok()
+        })
+        .collect();
+    if types.is_empty() {
+        return None;
+    }
+    Some(Arc::new(kimi_tools::SubagentKit {
+        llm: llm.clone(),
+        model: model.clone(),
+        settings,
+        hooks: Arc::clone(hooks),
+        types,
+        model_aliases: config.models.keys().cloned().collect(),
+    }))
 }
 
 /// Builds the agent's tools, by the reference's `module:Class` paths or by our tool names.

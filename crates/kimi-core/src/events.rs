@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kimi_wire::message::{Event, Request, WireMessage};
+use kimi_wire::message::{Event, Request, SubagentEvent, WireMessage};
 use kimi_wire::{ClientHandle, PendingAnswer, RequestScope, SendRequestError};
 
 use crate::recorder::WireRecorder;
@@ -12,12 +12,49 @@ use crate::recorder::WireRecorder;
 pub struct EventSink {
     client: ClientHandle,
     recorder: Option<Arc<WireRecorder>>,
+    /// Set for a subagent: its events reach the client through the parent, wrapped.
+    parent: Option<Arc<ParentLink>>,
+}
+
+/// Who a subagent is, as its forwarded events say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentIdentity {
+    /// The parent's `Agent` tool call running it.
+    pub parent_tool_call_id: String,
+    /// The instance id (`a` and eight hex digits).
+    pub agent_id: String,
+    /// Its type (`coder`, `explore`, `plan`, ...).
+    pub subagent_type: String,
+}
+
+#[derive(Debug)]
+struct ParentLink {
+    sink: EventSink,
+    identity: SubagentIdentity,
 }
 
 impl EventSink {
     /// A sink to `client`, recording to `recorder` when given.
     pub fn new(client: ClientHandle, recorder: Option<Arc<WireRecorder>>) -> Self {
-        Self { client, recorder }
+        Self {
+            client,
+            recorder,
+            parent: None,
+        }
+    }
+
+    /// A subagent's sink: it records the subagent's own events, unwrapped, to `recorder` (its
+    /// wire.jsonl), and hands each to `parent` as a `SubagentEvent`, which the parent records and
+    /// streams. Requests (approvals, questions) go to the client unwrapped, as the reference's do.
+    pub fn for_subagent(parent: &EventSink, identity: SubagentIdentity, recorder: Arc<WireRecorder>) -> Self {
+        Self {
+            client: parent.client.clone(),
+            recorder: Some(recorder),
+            parent: Some(Arc::new(ParentLink {
+                sink: parent.clone(),
+                identity,
+            })),
+        }
     }
 
     /// The client handle (for traffic that is not recorded, such as approvals).
@@ -38,7 +75,21 @@ impl EventSink {
         if self.recorder.is_some() {
             self.record(WireMessage::Event(event.clone())).await;
         }
-        let _ = self.client.send_event(&event).await;
+        match &self.parent {
+            None => {
+                let _ = self.client.send_event(&event).await;
+            }
+            Some(link) => {
+                let wrapped = Event::SubagentEvent(SubagentEvent {
+                    parent_tool_call_id: Some(link.identity.parent_tool_call_id.clone()),
+                    agent_id: Some(link.identity.agent_id.clone()),
+                    subagent_type: Some(link.identity.subagent_type.clone()),
+                    event: Box::new(event),
+                });
+                // Boxed: a subagent's sink calls its parent's, so the future is recursive in type.
+                Box::pin(link.sink.emit(wrapped)).await;
+            }
+        }
     }
 
     /// Sends a turn request (external tool call, question) and records it.

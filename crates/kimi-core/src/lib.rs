@@ -31,4 +31,5 @@ pub mod session;
 pub mod slash;
 pub mod soul;
 pub mod state;
+pub mod subagent;
 pub mod toolset;

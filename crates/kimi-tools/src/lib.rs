@@ -19,6 +19,7 @@
 //! This crate knows nothing of the agent loop, approvals or the wire beyond the types it receives in
 //! [`ToolDeps`].
 
+mod agent;
 pub mod args;
 mod ask_user;
 // The file tools; their constructors are not in `build_tool` yet (the lead wires them).
@@ -42,6 +43,7 @@ use kimi_core::state::{ClientFlags, Environment, SessionState};
 use kimi_core::toolset::{Tool, schema_for};
 use kimi_llm::ToolSpec;
 
+pub use agent::{AgentTool, SubagentKit, SubagentType};
 pub use ask_user::AskUserQuestion;
 pub use plan::{EnterPlanMode, ExitPlanMode, PlanToolDeps};
 pub use shell::{BACKGROUND_UNSUPPORTED, Shell, find_shell};
@@ -64,6 +66,9 @@ pub struct ToolDeps {
     pub model_capabilities: BTreeSet<String>,
     /// Plan mode, which EnterPlanMode / ExitPlanMode switch.
     pub plan: Arc<PlanMode>,
+    /// What the `Agent` tool starts subagents with; `None` for a subagent's own tools (and sessions
+    /// whose agent offers no subagent types), so subagents cannot start subagents.
+    pub subagents: Option<Arc<SubagentKit>>,
 }
 
 impl ToolDeps {
@@ -108,7 +113,6 @@ pub const DEFAULT_TOOLS: &[&str] = &[
 
 /// Reference tools we know but do not have yet; [`build_tool`] skips them (`Ok(None)`).
 const NOT_YET_AVAILABLE: &[&str] = &[
-    "Agent",
     "TaskList",
     "TaskOutput",
     "TaskStop",
@@ -125,6 +129,16 @@ const NOT_YET_AVAILABLE: &[&str] = &[
 /// yet ([`NOT_YET_AVAILABLE`]). A name no reference tool has is an [`UnknownTool`] error.
 pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     let tool: Arc<dyn Tool> = match name {
+        agent::NAME => match &deps.subagents {
+            Some(kit) => {
+                let parent = ToolDeps {
+                    subagents: None,
+                    ..deps.clone()
+                };
+                Arc::new(AgentTool::new(Arc::clone(kit), parent))
+            }
+            None => return Ok(None),
+        },
         shell::NAME => Arc::new(Shell::new(&deps.env)),
         todo::NAME => Arc::new(SetTodoList::new(Arc::clone(&deps.state))),
         ask_user::NAME => Arc::new(AskUserQuestion::new(
@@ -231,6 +245,7 @@ mod tests {
             events: EventSink::new(client.handle.clone(), None),
             model_capabilities: BTreeSet::new(),
             plan: Arc::new(PlanMode::new(false, None, std::env::temp_dir())),
+            subagents: None,
         }
     }
 

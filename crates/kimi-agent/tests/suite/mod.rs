@@ -12,6 +12,7 @@ mod session_compat;
 mod session_state;
 mod sessions;
 mod steer_cancel;
+mod subagents;
 mod toolset;
 
 /// A self-check of the harness's MD5, which the session tests rely on to find folders independently.

@@ -14,7 +14,7 @@ use kimi_wire::message::UserInput;
 
 use crate::approval::ApprovalRuntime;
 use crate::context::Context;
-use crate::events::EventSink;
+use crate::events::{EventSink, SubagentIdentity};
 use crate::hooks::HookEngine;
 use crate::mcp::McpManager;
 use crate::plan::PlanMode;
@@ -99,6 +99,8 @@ pub struct Soul {
     pub(crate) hooks: Arc<HookEngine>,
     steers: Mutex<VecDeque<UserInput>>,
     plan: Arc<PlanMode>,
+    /// Set when this soul is a subagent: its approval requests name it.
+    subagent: Option<SubagentIdentity>,
     /// Repeat detection across the steps of a turn (no await while held).
     pub(crate) dedup: Mutex<DedupTracker>,
     /// MCP servers, attached once after startup (see [`Soul::attach_mcp`]).
@@ -126,6 +128,8 @@ pub struct SoulParts {
     pub hooks: Arc<HookEngine>,
     /// Plan mode, shared with the plan tools.
     pub plan: Arc<PlanMode>,
+    /// Who this soul is when it runs as a subagent.
+    pub subagent: Option<SubagentIdentity>,
 }
 
 impl Soul {
@@ -142,6 +146,7 @@ impl Soul {
             hooks: parts.hooks,
             steers: Mutex::new(VecDeque::new()),
             plan: parts.plan,
+            subagent: parts.subagent,
             dedup: Mutex::new(DedupTracker::new()),
             mcp: OnceLock::new(),
         }
@@ -224,6 +229,20 @@ impl Soul {
                 tracing::error!(error = %e, "wire.jsonl flush failed");
             }
         }
+    }
+
+    /// The text of the last message if the model wrote it (a subagent's answer to its parent), or
+    /// `None` when the conversation does not end with the model.
+    pub async fn last_assistant_text(&self) -> Option<String> {
+        let context = self.context.lock().await;
+        let last = context.messages().last()?;
+        (last.role == kimi_llm::Role::Assistant).then(|| {
+            last.content
+                .iter()
+                .filter_map(kimi_wire::message::ContentPart::as_text)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
     }
 
     /// Has the session no conversation at all (reference `Session.is_empty`: no wire records and no

@@ -54,7 +54,11 @@ impl Soul {
             self.events.emit(Event::TurnEnd(TurnEnd {})).await;
             return Ok(TurnOutcome::Finished);
         }
-        let source = ApprovalSource::foreground_turn();
+        let mut source = ApprovalSource::foreground_turn();
+        if let Some(me) = &self.subagent {
+            source.agent_id = Some(me.agent_id.clone());
+            source.subagent_type = Some(me.subagent_type.clone());
+        }
         let result = tokio::select! {
             biased;
             () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),

@@ -1,0 +1,491 @@
+//! `Agent`: runs a subagent, a separate loop with its own context, tools and `wire.jsonl` under
+//! `<session>/subagents/<id>/`, and returns its final report (reference `kimi_cli/tools/agent`,
+//! `kimi_cli/subagents`).
+//!
+//! The subagent's events reach the client wrapped in `SubagentEvent`s through its [`EventSink`]; its
+//! approval requests go to the client directly and name it. Subagents get no `Agent` tool, so they cannot
+//! start subagents of their own. The call is read-only for the approval runtime (the subagent asks for
+//! its own side effects), so several `Agent` calls in one step run at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kimi_core::agent_spec::{AgentSpec, AgentSpecError};
+use kimi_core::config::HookEvent;
+use kimi_core::context::Context;
+use kimi_core::events::{EventSink, SubagentIdentity};
+use kimi_core::hooks::{HookEngine, input as hook_input};
+use kimi_core::recorder::WireRecorder;
+use kimi_core::soul::{LoopSettings, ModelInfo, Soul, SoulParts, TurnError, TurnOutcome};
+use kimi_core::subagent::{InstanceRecord, InstanceStatus, SubagentStore};
+use kimi_core::toolset::{CallContext, Plan, Toolset, parse_args};
+use kimi_llm::{ChatProvider, ToolSpec};
+use kimi_wire::message::{ToolReturnValue, UserInput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::{ToolDeps, args};
+
+/// The tool's name.
+pub const NAME: &str = "Agent";
+
+/// A report shorter than this gets one request for more detail (reference `SUMMARY_MIN_LENGTH`).
+const SUMMARY_MIN_CHARS: usize = 200;
+/// What the subagent is told when its report is too short (our words).
+const MORE_DETAIL_PROMPT: &str = "Your report is too short for the agent that asked you. Write it again in full: \
+     what you did, what you found (with file paths, names and the technical details that matter), and \
+     anything left open.";
+
+/// One subagent type the agent file offers.
+#[derive(Debug, Clone)]
+pub struct SubagentType {
+    /// Its name (`coder`, `explore`, `plan`).
+    pub name: String,
+    /// What it is good at.
+    pub description: String,
+    /// When to pick it.
+    pub when_to_use: String,
+    /// Its tool paths (agent-file form).
+    pub tools: Vec<String>,
+    /// Its rendered system prompt.
+    pub system_prompt: String,
+}
+
+impl SubagentType {
+    /// Loads type `name` from its agent file at `path`, rendering its prompt with `vars` (the
+    /// session's built-in prompt variables).
+    pub fn load(
+        name: &str,
+        description: &str,
+        path: &str,
+        vars: &BTreeMap<String, String>,
+    ) -> Result<Self, AgentSpecError> {
+        let spec = AgentSpec::load(path)?;
+        let mut vars = vars.clone();
+        vars.extend(spec.system_prompt_args.clone());
+        let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
+        Ok(Self {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            when_to_use: spec.when_to_use.split_whitespace().collect::<Vec<_>>().join(" "),
+            tools: spec.effective_tools(),
+            system_prompt,
+        })
+    }
+
+    fn tool_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        for path in &self.tools {
+            if let Some(name) = crate::resolve_tool_path(path).or_else(|| {
+                crate::DEFAULT_TOOLS
+                    .iter()
+                    .find(|n| **n == path.as_str())
+                    .copied()
+            }) && !names.contains(&name)
+            {
+                names.push(name);
+            }
+        }
+        names
+    }
+}
+
+/// Everything needed to start subagents.
+#[derive(Debug, Clone)]
+pub struct SubagentKit {
+    /// The provider subagents use (the parent's).
+    pub llm: Option<Arc<dyn ChatProvider>>,
+    /// The model facts.
+    pub model: ModelInfo,
+    /// Loop limits.
+    pub settings: LoopSettings,
+    /// The session's hooks (SubagentStart / SubagentStop, and the subagent's own tool hooks).
+    pub hooks: Arc<HookEngine>,
+    /// The types, in the agent file's order.
+    pub types: Vec<SubagentType>,
+    /// Model aliases the config defines (a `model` argument must name one).
+    pub model_aliases: BTreeSet<String>,
+}
+
+// Parameters of `Agent` (plain comments on the types: doc comments would become schema descriptions).
+#[derive(Debug, Deserialize, JsonSchema)]
+struct AgentArgs {
+    /// A short (3 to 5 words) description of the task.
+    description: String,
+    /// The complete task for the subagent, with all the context it needs.
+    prompt: String,
+    /// Which subagent type runs the task.
+    #[serde(default = "default_type")]
+    subagent_type: String,
+    /// A model alias from the configuration to run the subagent with instead of the current model.
+    #[serde(default)]
+    model: Option<String>,
+    /// The agent_id of an earlier subagent to continue, with its conversation, instead of starting a new one.
+    #[serde(default)]
+    resume: Option<String>,
+    /// Run in the background and return at once. Prefer false unless the work is independent and you do not need its result soon.
+    #[serde(default)]
+    run_in_background: bool,
+    /// Stop the subagent after this many seconds (30 to 3600). No limit by default in the foreground.
+    #[serde(default)]
+    timeout: Option<u64>,
+}
+
+fn default_type() -> String {
+    "coder".to_owned()
+}
+
+/// The `Agent` tool.
+#[derive(Debug)]
+pub struct AgentTool {
+    spec: ToolSpec,
+    kit: Arc<SubagentKit>,
+    deps: ToolDeps,
+}
+
+impl AgentTool {
+    /// The tool; `deps` are the session's tool dependencies (the parent's), from which each
+    /// subagent's tools are built.
+    pub fn new(kit: Arc<SubagentKit>, deps: ToolDeps) -> Self {
+        let types = kit
+            .types
+            .iter()
+            .map(|t| {
+                let tools = t.tool_names().join(", ");
+                let when = if t.when_to_use.is_empty() {
+                    String::new()
+                } else {
+                    format!(" When to use: {}", t.when_to_use)
+                };
+                format!("- `{}`: {} (Tools: {tools}).{when}", t.name, t.description)
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let description = include_str!("descriptions/agent.md").replace("${SUBAGENT_TYPES}", &types);
+        Self {
+            spec: crate::tool_spec::<AgentArgs>(NAME, description),
+            kit,
+            deps,
+        }
+    }
+
+    async fn run(&self, args: AgentArgs, ctx: CallContext) -> ToolReturnValue {
+        if let Some(model) = &args.model
+            && !self.kit.model_aliases.contains(model)
+        {
+            return ToolReturnValue::error(
+                "",
+                format!("Unknown model alias: {model}"),
+                "Invalid model alias",
+            );
+        }
+        if args.run_in_background {
+            return ToolReturnValue::error(
+                "",
+                "Background agents are not available in this version. Run the agent in the foreground (run_in_background=false).",
+                "Background unavailable",
+            );
+        }
+        let run = self.run_foreground(&args, &ctx);
+        match args.timeout {
+            Some(seconds) => match tokio::time::timeout(Duration::from_secs(seconds), run).await {
+                Ok(result) => result,
+                Err(_) => ToolReturnValue::error(
+                    "",
+                    format!("Agent timed out after {seconds}s."),
+                    format!("Agent timed out ({seconds}s)"),
+                ),
+            },
+            None => run.await,
+        }
+    }
+
+    async fn run_foreground(&self, args: &AgentArgs, ctx: &CallContext) -> ToolReturnValue {
+        let store = SubagentStore::new(&self.deps.env.session_dir);
+        let (mut record, resumed) = match self.prepare(&store, args) {
+            Ok(prepared) => prepared,
+            Err(error) => return error,
+        };
+        let Some(kind) = self.kit.types.iter().find(|t| t.name == record.subagent_type) else {
+            return unknown_type(&record.subagent_type);
+        };
+        let fail = |e: &dyn std::fmt::Display| {
+            ToolReturnValue::error("", format!("Failed to run agent: {e}"), "Agent failed")
+        };
+        if let Err(e) = store.update(
+            &mut record,
+            InstanceStatus::RunningForeground,
+            Some(args.description.trim()),
+        ) {
+            return fail(&e);
+        }
+        // A cancelled turn drops this future mid-run; the guard then marks the instance killed so it
+        // can be resumed later.
+        let mut running = RunningInstance {
+            store: store.clone(),
+            record: Some(record.clone()),
+        };
+        let dir = store.dir(&record.agent_id);
+        let _ = tokio::fs::write(dir.join("prompt.txt"), &args.prompt).await;
+        let identity = SubagentIdentity {
+            parent_tool_call_id: ctx.tool_call_id.clone(),
+            agent_id: record.agent_id.clone(),
+            subagent_type: kind.name.clone(),
+        };
+        let soul = self.build_soul(kind, identity, &dir).await;
+        let _ = self
+            .kit
+            .hooks
+            .trigger(
+                HookEvent::SubagentStart,
+                &kind.name,
+                hook_input::subagent_start(&kind.name, &args.prompt),
+            )
+            .await;
+        let outcome = run_with_report(&soul, &args.prompt, &ctx.cancel).await;
+        soul.flush(true).await;
+        let (status, result) = match outcome {
+            Ok(report) => {
+                self.kit.hooks.trigger_detached(
+                    HookEvent::SubagentStop,
+                    kind.name.clone(),
+                    hook_input::subagent_stop(&kind.name, &report),
+                );
+                let _ = tokio::fs::write(dir.join("output"), &report).await;
+                let mut lines = vec![
+                    format!("agent_id: {}", record.agent_id),
+                    format!("resumed: {resumed}"),
+                ];
+                if resumed && args.subagent_type != kind.name {
+                    lines.push(format!("requested_subagent_type: {}", args.subagent_type));
+                }
+                lines.extend([
+                    format!("actual_subagent_type: {}", kind.name),
+                    "status: completed".to_owned(),
+                    String::new(),
+                    "[summary]".to_owned(),
+                    report,
+                ]);
+                (InstanceStatus::Idle, ToolReturnValue::ok(lines.join("\n"), ""))
+            }
+            Err(RunFailure::Cancelled) => (
+                InstanceStatus::Killed,
+                ToolReturnValue::error("", "Subagent run was cancelled.", "Agent cancelled"),
+            ),
+            Err(RunFailure::Failed { message, brief }) => {
+                (InstanceStatus::Failed, ToolReturnValue::error("", message, brief))
+            }
+        };
+        running.finish(status);
+        result
+    }
+
+    /// The instance to run: the one named by `resume`, or a new one of the requested type.
+    fn prepare(
+        &self,
+        store: &SubagentStore,
+        args: &AgentArgs,
+    ) -> Result<(InstanceRecord, bool), ToolReturnValue> {
+        if let Some(id) = &args.resume {
+            let record = store.get(id).ok_or_else(|| {
+                ToolReturnValue::error(
+                    "",
+                    format!("Failed to run agent: Subagent instance not found: {id}"),
+                    "Agent failed",
+                )
+            })?;
+            if record.status.is_running() {
+                return Err(ToolReturnValue::error(
+                    "",
+                    format!(
+                        "Failed to run agent: Agent instance {} is still {} and cannot be resumed concurrently.",
+                        record.agent_id,
+                        record.status.as_str()
+                    ),
+                    "Agent failed",
+                ));
+            }
+            return Ok((record, true));
+        }
+        if !self.kit.types.iter().any(|t| t.name == args.subagent_type) {
+            return Err(unknown_type(&args.subagent_type));
+        }
+        store
+            .create(&args.subagent_type, args.description.trim(), args.model.clone())
+            .map(|record| (record, false))
+            .map_err(|e| ToolReturnValue::error("", format!("Failed to run agent: {e}"), "Agent failed"))
+    }
+
+    async fn build_soul(
+        &self,
+        kind: &SubagentType,
+        identity: SubagentIdentity,
+        dir: &std::path::Path,
+    ) -> Soul {
+        let recorder = Arc::new(WireRecorder::open(&dir.join("wire.jsonl")).await);
+        let events = EventSink::for_subagent(&self.deps.events, identity.clone(), recorder);
+        let deps = ToolDeps {
+            events: events.clone(),
+            ..self.deps.clone()
+        };
+        let toolset = Arc::new(Toolset::new());
+        toolset.set_output_budget(kimi_core::toolset::OutputBudget::for_session(
+            &self.deps.env.session_dir,
+        ));
+        for name in kind.tool_names() {
+            // Never `Agent`: subagents cannot start subagents.
+            if name == NAME {
+                continue;
+            }
+            match crate::build_tool(name, &deps) {
+                Ok(Some(tool)) => toolset.register(tool),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(tool = name, error = %e, "subagent tool not built"),
+            }
+        }
+        let context = Context::open(&dir.join("context.jsonl"), kind.system_prompt.clone()).await;
+        Soul::new(SoulParts {
+            llm: self.kit.llm.clone(),
+            model: self.kit.model.clone(),
+            settings: self.kit.settings,
+            context,
+            toolset,
+            approvals: Arc::clone(&self.deps.approvals),
+            events,
+            hooks: Arc::clone(&self.kit.hooks),
+            plan: Arc::clone(&self.deps.plan),
+            subagent: Some(identity),
+        })
+    }
+}
+
+/// An instance whose run is in progress; its status is written when the run ends, however it ends.
+struct RunningInstance {
+    store: SubagentStore,
+    record: Option<InstanceRecord>,
+}
+
+impl RunningInstance {
+    fn finish(&mut self, status: InstanceStatus) {
+        if let Some(mut record) = self.record.take()
+            && let Err(e) = self.store.update(&mut record, status, None)
+        {
+            tracing::warn!(agent_id = %record.agent_id, error = %e, "subagent meta.json not updated");
+        }
+    }
+}
+
+impl Drop for RunningInstance {
+    fn drop(&mut self) {
+        self.finish(InstanceStatus::Killed);
+    }
+}
+
+enum RunFailure {
+    Cancelled,
+    Failed { message: String, brief: String },
+}
+
+/// Runs the task, then asks once more if the report is too short (reference behaviour).
+async fn run_with_report(
+    soul: &Soul,
+    prompt: &str,
+    cancel: &CancellationToken,
+) -> Result<String, RunFailure> {
+    let mut report = run_once(soul, prompt, cancel, "running agent").await?;
+    if report.chars().count() < SUMMARY_MIN_CHARS {
+        report = run_once(soul, MORE_DETAIL_PROMPT, cancel, "continuing the agent summary").await?;
+    }
+    Ok(report)
+}
+
+async fn run_once(
+    soul: &Soul,
+    prompt: &str,
+    cancel: &CancellationToken,
+    phase: &str,
+) -> Result<String, RunFailure> {
+    let failed = |message: String, brief: &str| RunFailure::Failed {
+        message,
+        brief: brief.to_owned(),
+    };
+    match soul
+        .run_turn(UserInput::Text(prompt.to_owned()), cancel.child_token())
+        .await
+    {
+        Ok(TurnOutcome::Finished) => {}
+        Ok(TurnOutcome::Cancelled) => return Err(RunFailure::Cancelled),
+        Ok(TurnOutcome::MaxStepsReached(n)) => {
+            return Err(failed(
+                format!(
+                    "Max steps {n} reached when {phase}. Please try splitting the task into smaller subtasks."
+                ),
+                "Max steps reached",
+            ));
+        }
+        Err(TurnError::Provider(e)) => {
+            return Err(match e.status_code() {
+                Some(code) => failed(
+                    format!("LLM API error (HTTP {code}) when {phase}: {e}"),
+                    &format!("API error ({code})"),
+                ),
+                None => failed(
+                    format!("LLM provider error when {phase}: {e}"),
+                    "LLM provider error",
+                ),
+            });
+        }
+        Err(e) => {
+            return Err(failed(
+                format!("Unexpected error when {phase}: {e}"),
+                "Agent run error",
+            ));
+        }
+    }
+    soul.last_assistant_text().await.ok_or_else(|| {
+        failed(
+            "The agent did not produce a valid assistant response.".to_owned(),
+            "Invalid agent result",
+        )
+    })
+}
+
+/// The reference's message: its registry raises `KeyError`, whose text Python prints quoted.
+fn unknown_type(name: &str) -> ToolReturnValue {
+    ToolReturnValue::error(
+        "",
+        format!("Failed to run agent: 'Builtin subagent type not found: {name}'"),
+        "Agent failed",
+    )
+}
+
+impl kimi_core::toolset::Tool for AgentTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn plan(
+        self: Arc<Self>,
+        args: Value,
+        ctx: CallContext,
+    ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
+        Box::pin(async move {
+            let args: AgentArgs = parse_args(args)?;
+            if let Some(timeout) = args.timeout {
+                if timeout < 30 {
+                    return Err(args::below_minimum("timeout", 30));
+                }
+                if timeout > 3600 {
+                    return Err(args::above_maximum("timeout", 3600));
+                }
+            }
+            Ok(Plan::read_only(Box::pin(
+                async move { self.run(args, ctx).await },
+            )))
+        })
+    }
+}
