@@ -16,6 +16,14 @@ use kimi_core::config::ConfigSource;
 use cli::Cli;
 
 fn main() -> ExitCode {
+    // Not a clap subcommand: it is internal, and must start without parsing or logging anything.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == kimi_core::guardian::SUBCOMMAND)
+    {
+        kimi_core::guardian::main();
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     if let Err(e) = cli.validate() {
         e.exit();

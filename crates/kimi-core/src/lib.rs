@@ -19,6 +19,7 @@ pub mod approval;
 pub mod config;
 pub mod context;
 pub mod events;
+pub mod guardian;
 pub mod hooks;
 pub mod llm;
 pub mod mcp;

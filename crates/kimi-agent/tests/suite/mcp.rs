@@ -30,7 +30,23 @@ fn build_test_server() -> Result<PathBuf> {
         .and_then(Path::parent)
         .context("test binary has no target dir")?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = std::process::Command::new(cargo)
+    // Only the variables a build depends on: the ones cargo sets for a running test (CARGO_PKG_*,
+    // CARGO_MANIFEST_DIR, ...) would change fingerprints and rebuild half the workspace.
+    let mut build = std::process::Command::new(cargo);
+    build.env_clear();
+    for (key, value) in std::env::vars_os() {
+        let key_text = key.to_string_lossy();
+        let keep = matches!(
+            key_text.as_ref(),
+            "PATH" | "HOME" | "CARGO_HOME" | "CARGO_TARGET_DIR" | "TMPDIR"
+        ) || key_text.starts_with("RUSTUP_")
+            || key_text.starts_with("CARGO_PROFILE_")
+            || key_text.ends_with("RUSTFLAGS");
+        if keep {
+            build.env(key, value);
+        }
+    }
+    let status = build
         .args(["build", "-p", "kimi-agent", "--example", "mcp_test_server"])
         .status()?;
     if !status.success() {
@@ -513,6 +529,31 @@ async fn no_child_outlives_a_terminated_agent() -> Result<()> {
     let alive: Vec<u32> = pids.into_iter().filter(|p| is_alive(*p)).collect();
     assert_eq!(alive, Vec::<u32>::new());
     Ok(())
+}
+
+#[tokio::test]
+async fn no_child_outlives_a_sigkilled_agent() -> Result<()> {
+    let scripts = [&call("tc-1", "echo", json!({"text": "x"}))[..], "text: done"];
+    let (mut wire, _home, pid_dir) = session_with_children(&scripts).await?;
+    wire.prompt(json!("go")).await?;
+    let pids = recorded_pids(pid_dir.path())?;
+    assert_eq!(pids.len(), 2, "the server and its grandchild");
+    // SIGKILL: the agent cleans up nothing; its guardian must.
+    wire.child.start_kill()?;
+    tokio::time::timeout(READ_TIMEOUT, wire.child.wait()).await??;
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    loop {
+        let alive: Vec<u32> = pids.iter().copied().filter(|p| is_alive(*p)).collect();
+        if alive.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "still alive after SIGKILL: {alive:?}"
+        );
+        // The guardian acts when it sees the pipe close, a moment after our wait returns.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

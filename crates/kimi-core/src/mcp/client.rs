@@ -160,7 +160,14 @@ impl Connection {
                 let stdin = child.stdin().take();
                 let stdout = child.stdout().take();
                 let stderr = child.stderr().take();
-                let mut group = ChildGroup { child: Some(child) };
+                let pgid = child.id();
+                if let Some(pgid) = pgid {
+                    crate::guardian::watch(pgid);
+                }
+                let mut group = ChildGroup {
+                    child: Some(child),
+                    pgid,
+                };
                 let stderr = stderr.map(|s| tokio::spawn(drain_stderr(server.into(), s)));
                 let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
                     group.kill().await;
@@ -295,6 +302,8 @@ impl Drop for Connection {
 #[derive(Debug)]
 struct ChildGroup {
     child: Option<Box<dyn ChildWrapper>>,
+    /// The group id (the leader's pid), registered with the [`crate::guardian`] until it is killed.
+    pgid: Option<u32>,
 }
 
 impl ChildGroup {
@@ -318,6 +327,9 @@ impl ChildGroup {
             return;
         };
         let _ = child.start_kill();
+        if let Some(pgid) = self.pgid.take() {
+            crate::guardian::release(pgid);
+        }
         if tokio::time::timeout(KILL_WAIT, child.wait()).await.is_err() {
             tracing::warn!(pid = ?child.id(), "MCP server process group not reaped in time");
         }
@@ -329,6 +341,9 @@ impl Drop for ChildGroup {
         if let Some(child) = self.child.as_mut() {
             // Synchronous and non-blocking: killpg(SIGKILL). Tokio reaps the leader.
             let _ = child.start_kill();
+        }
+        if let Some(pgid) = self.pgid.take() {
+            crate::guardian::release(pgid);
         }
     }
 }
