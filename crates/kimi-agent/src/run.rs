@@ -123,6 +123,11 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         approvals: Arc::clone(&approvals),
         events: events.clone(),
         model_capabilities: model.capabilities.clone(),
+        web: kimi_tools::WebSettings {
+            services: config.services.clone(),
+            user_agent: user_agent.clone(),
+            limits: kimi_tools::web::WebLimits::from_env(|name| env.get(name).cloned()),
+        },
     };
     register_tools(&toolset, &spec.effective_tools(), &deps);
 

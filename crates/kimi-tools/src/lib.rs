@@ -11,6 +11,7 @@
 //! - `todo` ([`SetTodoList`]): the session's todo list.
 //! - `ask_user` ([`AskUserQuestion`]): multiple-choice questions to the user over the wire.
 //! - [`mod@file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
+//! - [`web`]: FetchURL and SearchWeb (the latter only with `[services.moonshot_search]`).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
 //! - [`args`]: argument checks with the reference's (pydantic's) messages.
 //! - [`json`]: JSON spaced as Python's `json.dumps` writes it, for outputs the reference builds that way.
@@ -29,6 +30,7 @@ mod shell;
 #[cfg(test)]
 mod testutil;
 mod todo;
+pub mod web;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -42,6 +44,7 @@ use kimi_llm::ToolSpec;
 pub use ask_user::AskUserQuestion;
 pub use shell::{BACKGROUND_UNSUPPORTED, Shell, find_shell};
 pub use todo::SetTodoList;
+pub use web::{FetchURL, SearchWeb, WebSettings};
 
 /// What the built-in tools may use from the session.
 #[derive(Debug, Clone)]
@@ -58,6 +61,8 @@ pub struct ToolDeps {
     pub events: EventSink,
     /// The model's capabilities (`image_in`, `video_in`, `thinking`, ...), for tools that depend on them.
     pub model_capabilities: BTreeSet<String>,
+    /// `[services]` and the limits of the web tools.
+    pub web: WebSettings,
 }
 
 /// A tool name no built-in tool has.
@@ -95,8 +100,6 @@ const NOT_YET_AVAILABLE: &[&str] = &[
     "TaskList",
     "TaskOutput",
     "TaskStop",
-    "SearchWeb",
-    "FetchURL",
     "ExitPlanMode",
     "EnterPlanMode",
     "SendDMail",
@@ -107,8 +110,8 @@ const NOT_YET_AVAILABLE: &[&str] = &[
 ///
 /// `Ok(None)` means the tool does not load in this session, as the reference's `SkipThisTool`; for now
 /// that is every known tool not written yet: Agent, TaskList, TaskOutput, TaskStop, the file tools
-/// (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile), SearchWeb, FetchURL, ExitPlanMode,
-/// EnterPlanMode, SendDMail and Think. A name no reference tool has is an [`UnknownTool`] error.
+/// (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile), ExitPlanMode, EnterPlanMode,
+/// SendDMail and Think. SearchWeb does not load without `[services.moonshot_search]`. A name no reference tool has is an [`UnknownTool`] error.
 pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     let tool: Arc<dyn Tool> = match name {
         shell::NAME => Arc::new(Shell::new(&deps.env)),
@@ -128,8 +131,16 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env))),
         "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env))),
         "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
-        // Reference rule still to apply when it arrives: SearchWeb only when
-        // `services.moonshot_search` is configured.
+        web::FETCH_NAME => match FetchURL::new(&deps.web) {
+            Ok(tool) => Arc::new(tool),
+            Err(e) => return Ok(no_http_client(name, &e)),
+        },
+        web::SEARCH_NAME => match SearchWeb::new(&deps.web) {
+            Ok(Some(tool)) => Arc::new(tool),
+            // Reference: only offered when `[services.moonshot_search]` is configured.
+            Ok(None) => return Ok(None),
+            Err(e) => return Ok(no_http_client(name, &e)),
+        },
         _ if NOT_YET_AVAILABLE.contains(&name) => {
             tracing::debug!(tool = name, "built-in tool not available yet; skipped");
             return Ok(None);
@@ -141,6 +152,12 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         }
     };
     Ok(Some(tool))
+}
+
+/// A web tool that cannot work without an HTTP client is left out rather than failing the session.
+fn no_http_client(name: &str, error: &reqwest::Error) -> Option<Arc<dyn Tool>> {
+    tracing::warn!(tool = name, error = %kimi_llm::error_chain(error), "no HTTP client; tool not loaded");
+    None
 }
 
 /// Agent-file tool paths and the tools they name: the package paths the reference's agent files use,
@@ -214,6 +231,7 @@ mod tests {
             )),
             events: EventSink::new(client.handle.clone(), None),
             model_capabilities: BTreeSet::new(),
+            web: WebSettings::default(),
         }
     }
 
@@ -239,10 +257,22 @@ mod tests {
                 "Glob",
                 "Grep",
                 "WriteFile",
-                "StrReplaceFile"
+                "StrReplaceFile",
+                "FetchURL"
             ]
         );
         assert!(build_tool("Think", &deps).unwrap().is_none());
+        // SearchWeb only with a search service.
+        assert!(build_tool("SearchWeb", &deps).unwrap().is_none());
+        let mut with_search = deps.clone();
+        with_search.web.services.moonshot_search = Some(kimi_core::config::ServiceConfig {
+            base_url: "http://127.0.0.1:9/search".into(),
+            api_key: kimi_core::config::Secret::new("key"),
+            custom_headers: None,
+            oauth: None,
+        });
+        let search = build_tool("SearchWeb", &with_search).unwrap().unwrap();
+        assert_eq!(search.spec().name, "SearchWeb");
         assert_eq!(
             build_tool("Nope", &deps).unwrap_err(),
             UnknownTool { name: "Nope".into() }
