@@ -13,6 +13,7 @@ mod session_state;
 mod sessions;
 mod steer_cancel;
 mod toolset;
+mod web_tools;
 
 /// A self-check of the harness's MD5, which the session tests rely on to find folders independently.
 #[test]

@@ -36,7 +36,7 @@ pub(super) fn main_content(html: &str, url: &str) -> Option<String> {
     if body.is_empty() {
         return None;
     }
-    Some(format!("{metadata}{body}\n"))
+    Some(format!("{metadata}{body}"))
 }
 
 /// Readability's article, if it finds one with text, and the description the page declares.
@@ -180,7 +180,7 @@ easier to use than any version before it, and it fixes many long-standing bugs.<
     fn a_short_page_keeps_its_text_once() {
         let text = main_content("<html><body><p>Hello short page.</p></body></html>", URL).unwrap();
         assert_eq!(text.matches("Hello short page.").count(), 1, "{text}");
-        assert!(text.ends_with("Hello short page.\n"), "{text}");
+        assert!(text.ends_with("Hello short page."), "{text}");
     }
 
     #[test]

@@ -563,7 +563,7 @@ mod tests {
             .and(header("accept", "text/markdown"))
             .and(header("x-msh-tool-call-id", "tc-1"))
             .and(header("x-custom-header", "custom-value"))
-            .and(body_json(json!({"url": "https://example.com"})))
+            .and(body_json(json!({"url": "http://127.0.0.1:9/article"})))
             .respond_with(
                 ResponseTemplate::new(200).set_body_string("# Service Content\n\nFrom the service."),
             )
@@ -572,7 +572,7 @@ mod tests {
             .await;
         let mut settings = WebSettings::default();
         settings.services.moonshot_fetch = Some(service(&format!("{}/fetch", server.uri()), "test-key"));
-        let value = fetch(&settings, "https://example.com").await;
+        let value = fetch(&settings, "http://127.0.0.1:9/article").await;
         assert_eq!(
             value,
             ToolReturnValue::ok("# Service Content\n\nFrom the service.", SERVICE_CONTENT)
