@@ -162,6 +162,11 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         model_capabilities: model.capabilities.clone(),
         plan: Arc::clone(&plan),
         subagents,
+        web: kimi_tools::WebSettings {
+            services: config.services.clone(),
+            user_agent: user_agent.clone(),
+            limits: kimi_tools::web::WebLimits::from_env(|name| env.get(name).cloned()),
+        },
     };
     register_tools(&toolset, &spec.effective_tools(), &deps);
 

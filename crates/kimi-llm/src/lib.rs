@@ -36,7 +36,7 @@ pub use chaos::{ChaosConfig, ChaosProvider};
 pub use error::ChatError;
 pub use message::{Message, Role};
 pub use openai::{
-    CompletionBudget, Flavor, OpenAiCompatConfig, OpenAiCompatProvider, UserAgent, create,
+    CompletionBudget, Flavor, OpenAiCompatConfig, OpenAiCompatProvider, UserAgent, create, error_chain,
     install_tls_provider,
 };
 pub use provider::{ChatProvider, ChatRequest, ChatStream, StreamEvent, ToolSpec};

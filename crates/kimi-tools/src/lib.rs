@@ -11,6 +11,7 @@
 //! - `todo` ([`SetTodoList`]): the session's todo list.
 //! - `ask_user` ([`AskUserQuestion`]): multiple-choice questions to the user over the wire.
 //! - [`mod@file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
+//! - [`web`]: FetchURL and SearchWeb (the latter only with `[services.moonshot_search]`).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
 //! - [`args`]: argument checks with the reference's (pydantic's) messages.
 //! - [`json`]: JSON spaced as Python's `json.dumps` writes it, for outputs the reference builds that way.
@@ -32,6 +33,7 @@ mod shell;
 #[cfg(test)]
 mod testutil;
 mod todo;
+pub mod web;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -48,6 +50,7 @@ pub use ask_user::AskUserQuestion;
 pub use plan::{EnterPlanMode, ExitPlanMode, PlanToolDeps};
 pub use shell::{BACKGROUND_UNSUPPORTED, Shell, find_shell};
 pub use todo::SetTodoList;
+pub use web::{FetchURL, SearchWeb, WebSettings};
 
 /// What the built-in tools may use from the session.
 #[derive(Debug, Clone)]
@@ -69,6 +72,8 @@ pub struct ToolDeps {
     /// What the `Agent` tool starts subagents with; `None` for a subagent's own tools (and sessions
     /// whose agent offers no subagent types), so subagents cannot start subagents.
     pub subagents: Option<Arc<SubagentKit>>,
+    /// `[services]` and the limits of the web tools.
+    pub web: WebSettings,
 }
 
 impl ToolDeps {
@@ -112,21 +117,14 @@ pub const DEFAULT_TOOLS: &[&str] = &[
 ];
 
 /// Reference tools we know but do not have yet; [`build_tool`] skips them (`Ok(None)`).
-const NOT_YET_AVAILABLE: &[&str] = &[
-    "TaskList",
-    "TaskOutput",
-    "TaskStop",
-    "SearchWeb",
-    "FetchURL",
-    "SendDMail",
-    "Think",
-];
+const NOT_YET_AVAILABLE: &[&str] = &["TaskList", "TaskOutput", "TaskStop", "SendDMail", "Think"];
 
 /// Builds the built-in tool called `name`.
 ///
 /// `Ok(None)` means the tool does not load in this session, as the reference's `SkipThisTool`: a tool
-/// whose conditions are not met (ReadMediaFile for a text-only model), or a known tool we do not have
-/// yet ([`NOT_YET_AVAILABLE`]). A name no reference tool has is an [`UnknownTool`] error.
+/// whose conditions are not met (ReadMediaFile for a text-only model, SearchWeb without
+/// `[services.moonshot_search]`, Agent without subagent types), or a known tool we do not have yet
+/// ([`NOT_YET_AVAILABLE`]). A name no reference tool has is an [`UnknownTool`] error.
 pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     let tool: Arc<dyn Tool> = match name {
         agent::NAME => match &deps.subagents {
@@ -158,8 +156,16 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
         plan::ENTER_NAME => Arc::new(EnterPlanMode::new(deps.plan_tool_deps())),
         plan::EXIT_NAME => Arc::new(ExitPlanMode::new(deps.plan_tool_deps())),
-        // Reference rule still to apply when it arrives: SearchWeb only when
-        // `services.moonshot_search` is configured.
+        web::FETCH_NAME => match FetchURL::new(&deps.web) {
+            Ok(tool) => Arc::new(tool),
+            Err(e) => return Ok(no_http_client(name, &e)),
+        },
+        web::SEARCH_NAME => match SearchWeb::new(&deps.web) {
+            Ok(Some(tool)) => Arc::new(tool),
+            // Reference: only offered when `[services.moonshot_search]` is configured.
+            Ok(None) => return Ok(None),
+            Err(e) => return Ok(no_http_client(name, &e)),
+        },
         _ if NOT_YET_AVAILABLE.contains(&name) => {
             tracing::debug!(tool = name, "built-in tool not available yet; skipped");
             return Ok(None);
@@ -171,6 +177,12 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         }
     };
     Ok(Some(tool))
+}
+
+/// A web tool that cannot work without an HTTP client is left out rather than failing the session.
+fn no_http_client(name: &str, error: &reqwest::Error) -> Option<Arc<dyn Tool>> {
+    tracing::warn!(tool = name, error = %kimi_llm::error_chain(error), "no HTTP client; tool not loaded");
+    None
 }
 
 /// Agent-file tool paths and the tools they name: the package paths the reference's agent files use,
@@ -246,6 +258,7 @@ mod tests {
             model_capabilities: BTreeSet::new(),
             plan: Arc::new(PlanMode::new(false, None, std::env::temp_dir())),
             subagents: None,
+            web: WebSettings::default(),
         }
     }
 
@@ -272,11 +285,23 @@ mod tests {
                 "Grep",
                 "WriteFile",
                 "StrReplaceFile",
+                "FetchURL",
                 "ExitPlanMode",
                 "EnterPlanMode"
             ]
         );
         assert!(build_tool("Think", &deps).unwrap().is_none());
+        // SearchWeb only with a search service.
+        assert!(build_tool("SearchWeb", &deps).unwrap().is_none());
+        let mut with_search = deps.clone();
+        with_search.web.services.moonshot_search = Some(kimi_core::config::ServiceConfig {
+            base_url: "http://127.0.0.1:9/search".into(),
+            api_key: kimi_core::config::Secret::new("key"),
+            custom_headers: None,
+            oauth: None,
+        });
+        let search = build_tool("SearchWeb", &with_search).unwrap().unwrap();
+        assert_eq!(search.spec().name, "SearchWeb");
         assert_eq!(
             build_tool("Nope", &deps).unwrap_err(),
             UnknownTool { name: "Nope".into() }

@@ -14,6 +14,7 @@ mod sessions;
 mod steer_cancel;
 mod subagents;
 mod toolset;
+mod web_tools;
 
 /// A self-check of the harness's MD5, which the session tests rely on to find folders independently.
 #[test]

@@ -78,7 +78,9 @@ pub(crate) fn status_message(status: u16, body: &str) -> String {
     }
 }
 
-fn chain(error: &reqwest::Error) -> String {
+/// An HTTP error with every cause after it (`error sending request ...: ...: Connection refused`): the
+/// top-level text alone rarely says what went wrong. Also used by the web tools.
+pub fn chain(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -29,6 +29,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 
+pub use errors::chain as error_chain;
 pub use request::estimate_request_tokens;
 
 use crate::{ChatError, ChatProvider, ChatRequest, ChatStream};
