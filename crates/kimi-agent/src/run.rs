@@ -15,7 +15,8 @@ use kimi_core::mcp::{McpManager, McpSettings};
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
-use kimi_core::soul::{LoopSettings, Soul, SoulParts};
+use kimi_core::skills::{DiscoveryOptions, SkillTool, Skills};
+use kimi_core::soul::{LoopSettings, SessionInfo, Soul, SoulParts};
 use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
 use kimi_core::toolset::Toolset;
 use kimi_wire::params::ServerInfo;
@@ -53,6 +54,8 @@ pub struct RunOptions {
     pub add_dirs: Vec<PathBuf>,
     /// `--agent-file` (or the built-in agent when `None`).
     pub agent_file: Option<PathBuf>,
+    /// `--skills-dir`s; when any are given they replace project and user skill discovery.
+    pub skills_dirs: Vec<PathBuf>,
     /// MCP configuration documents, already read: `--mcp-config-file`s (or `<share>/mcp.json`), then
     /// `--mcp-config`s.
     pub mcp_sources: Vec<serde_json::Value>,
@@ -116,6 +119,14 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         |p| p.to_string_lossy().into_owned(),
     );
     let spec = AgentSpec::load(&agent_path)?;
+    let skills = Arc::new(Skills::discover(&DiscoveryOptions {
+        work_dir: session.work_dir.clone(),
+        home: kimi_core::paths::home_dir(),
+        share_dir: share_dir.clone(),
+        skills_dirs: options.skills_dirs.clone(),
+        merge_brands: config.merge_all_available_skills,
+        extra_skill_dirs: config.extra_skill_dirs.clone(),
+    }));
     let deps = kimi_tools::ToolDeps {
         env: Arc::clone(&environment),
         state: Arc::clone(&session_state),
@@ -123,10 +134,22 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         approvals: Arc::clone(&approvals),
         events: events.clone(),
         model_capabilities: model.capabilities.clone(),
+        // Reference: Glob may also look into skill directories outside the workspace.
+        skills_dirs: skills
+            .roots()
+            .iter()
+            .filter(|root| !root.starts_with(&session.work_dir))
+            .cloned()
+            .collect(),
     };
     register_tools(&toolset, &spec.effective_tools(), &deps);
+    // After the agent's tools, and only when some skill may be loaded by the model (seeds/002).
+    if let Some(tool) = SkillTool::new(Arc::clone(&skills)) {
+        toolset.register(Arc::new(tool));
+    }
 
-    let mut vars = kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, "");
+    let mut vars =
+        kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, &skills.prompt_listing());
     vars.extend(spec.system_prompt_args.clone());
     let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
     let context = Context::open(&session.context_path(), system_prompt).await;
@@ -177,6 +200,11 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         Arc::clone(soul.toolset()),
     );
     soul.attach_mcp(Arc::clone(&mcp));
+    soul.attach_skills(skills);
+    soul.attach_session(SessionInfo {
+        id: session.id.clone(),
+        work_dir: session.work_dir.clone(),
+    });
     let info = AgentInfo {
         server: ServerInfo {
             name: "kimi-agent".into(),

@@ -31,6 +31,7 @@ mod testutil;
 mod todo;
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use kimi_core::approval::ApprovalRuntime;
@@ -58,6 +59,8 @@ pub struct ToolDeps {
     pub events: EventSink,
     /// The model's capabilities (`image_in`, `video_in`, `thinking`, ...), for tools that depend on them.
     pub model_capabilities: BTreeSet<String>,
+    /// Skill directories outside the workspace, which Glob may search too.
+    pub skills_dirs: Vec<PathBuf>,
 }
 
 /// A tool name no built-in tool has.
@@ -124,7 +127,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
             // Reference: only offered to models that take images or videos.
             None => return Ok(None),
         },
-        "Glob" => Arc::new(file::Glob::new(Arc::clone(&deps.env), Vec::new())),
+        "Glob" => Arc::new(file::Glob::new(Arc::clone(&deps.env), deps.skills_dirs.clone())),
         "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env))),
         "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env))),
         "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
@@ -214,6 +217,7 @@ mod tests {
             )),
             events: EventSink::new(client.handle.clone(), None),
             model_capabilities: BTreeSet::new(),
+            skills_dirs: Vec::new(),
         }
     }
 
