@@ -204,6 +204,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     soul.attach_session(SessionInfo {
         id: session.id.clone(),
         work_dir: session.work_dir.clone(),
+        share_dir: share_dir.clone(),
     });
     let info = AgentInfo {
         server: ServerInfo {

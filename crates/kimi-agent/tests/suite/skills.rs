@@ -478,3 +478,57 @@ async fn plan_command_toggles_views_and_clears_the_plan() -> Result<()> {
     assert_eq!(texts(&messages), ["Plan mode OFF. All tools are now available."]);
     Ok(())
 }
+
+#[tokio::test]
+async fn export_writes_markdown_and_import_brings_it_back() -> Result<()> {
+    let home = TestHome::new()?.scripted(&["text: the answer"])?;
+    let (mut wire, _) = spawn_initialized(&home).await?;
+    let (_, messages) = wire.prompt(json!("/export")).await?;
+    assert_eq!(texts(&messages), ["No messages to export."]);
+    wire.prompt(json!("what is it?")).await?;
+    let (_, messages) = wire.prompt(json!("/export exports/")).await?;
+    let said = texts(&messages);
+    let path = said[0]
+        .strip_prefix("Exported 2 messages to ")
+        .context("export text")?
+        .to_owned();
+    assert!(path.starts_with(&home.work().join("exports/kimi-export-").display().to_string()), "{path}");
+    assert_eq!(
+        said[1],
+        "  Note: The exported file may contain sensitive information. Please be cautious when sharing it externally."
+    );
+    let markdown = std::fs::read_to_string(&path)?;
+    assert!(markdown.contains("## Turn 1\n\n### User\n\nwhat is it?\n\n### Assistant\n\nthe answer\n"), "{markdown}");
+    let first_session = home.session_dirs()[0]
+        .file_name()
+        .context("session name")?
+        .to_string_lossy()
+        .into_owned();
+    wire.wait_exit().await?;
+
+    // A new session of the same work dir imports the first one, then a file.
+    let (mut wire, _) = spawn_initialized(&home).await?;
+    let (_, messages) = wire.prompt(json!("/import")).await?;
+    assert_eq!(texts(&messages), ["Usage: /import <file_path or session_id>"]);
+    let (_, messages) = wire.prompt(json!("/import no-such-thing")).await?;
+    assert_eq!(texts(&messages), ["'no-such-thing' is not a valid file path or session ID."]);
+    let (_, messages) = wire.prompt(json!(format!("/import {first_session}"))).await?;
+    let said = texts(&messages);
+    assert!(
+        said[0].starts_with(&format!("Imported context from session '{first_session}' (")),
+        "{said:?}"
+    );
+    std::fs::write(home.work().join("notes.md"), "remember this")?;
+    let (_, messages) = wire.prompt(json!("/import 'notes.md'")).await?;
+    assert_eq!(texts(&messages), ["Imported context from file 'notes.md' (13 chars)."]);
+    wire.wait_exit().await?;
+    let dirs = home.session_dirs();
+    let second = dirs
+        .iter()
+        .find(|d| !d.ends_with(&first_session))
+        .context("second session")?;
+    let context = std::fs::read_to_string(second.join("context.jsonl"))?;
+    assert!(context.contains("[USER]\\nwhat is it?\\n\\n[ASSISTANT]\\nthe answer"), "{context}");
+    assert!(context.contains("<imported_context source=\\\"file 'notes.md'\\\">\\nremember this"), "{context}");
+    Ok(())
+}

@@ -4,8 +4,9 @@
 //! the command needs one (`/compact`, `/init`, skills and flows).
 //!
 //! Layout: this file (parsing, the table, dispatch and the small toggles), `skill` (`/skill:<name>`),
-//! `flow` (`/flow:<name>`), `init` (`/init`), `plan` (`/plan`).
+//! `flow` (`/flow:<name>`), `init` (`/init`), `plan` (`/plan`), `export` (`/export`, `/import`).
 
+mod export;
 mod flow;
 mod init;
 mod plan;
@@ -142,6 +143,8 @@ impl Soul {
         match builtin {
             Some("init") => return self.init_agents_md(source, cancel).await,
             Some("plan") => self.plan_command(args).await,
+            Some("export") => self.export_command(args).await,
+            Some("import") => self.import_command(args).await?,
             Some("yolo") => self.toggle_yolo().await,
             Some("afk") => self.toggle_afk().await,
             Some("clear") => {

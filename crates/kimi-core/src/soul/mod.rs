@@ -123,6 +123,8 @@ pub struct SessionInfo {
     pub id: String,
     /// The work dir.
     pub work_dir: PathBuf,
+    /// The share dir (other sessions live under it).
+    pub share_dir: PathBuf,
 }
 
 /// Everything a [`Soul`] is built from.
