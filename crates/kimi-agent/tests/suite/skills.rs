@@ -101,14 +101,26 @@ const FLOW: &str = "---\nname: pick\ndescription: Pick a side\ntype: flow\n---\n
 #[tokio::test]
 async fn initialize_lists_skills_from_skills_dir_and_skips_broken_files() -> Result<()> {
     let (home, skills) = home_with_skills(&[])?;
-    write_skill(&skills, "beta", "---\nname: beta\ndescription: Second skill\n---\nDo beta.")?;
+    write_skill(
+        &skills,
+        "beta",
+        "---\nname: beta\ndescription: Second skill\n---\nDo beta.",
+    )?;
     write_skill(&skills, "alpha", "First line describes alpha.\n")?;
     write_skill(&skills, "pick", FLOW)?;
     write_skill(&skills, "broken-yaml", "---\nname: [unclosed\n---\nbody")?;
     write_skill(&skills, "bad-type", "---\ntype: prompt\n---\nbody")?;
-    write_skill(&skills, "bad-flow", "---\nname: bad-flow\ndescription: No diagram\ntype: flow\n---\nnone")?;
+    write_skill(
+        &skills,
+        "bad-flow",
+        "---\nname: bad-flow\ndescription: No diagram\ntype: flow\n---\nnone",
+    )?;
     // A project skill is not read when --skills-dir is given.
-    write_skill(&home.work().join(".kimi/skills"), "project-only", "---\nname: project-only\n---\nx")?;
+    write_skill(
+        &home.work().join(".kimi/skills"),
+        "project-only",
+        "---\nname: project-only\n---\nx",
+    )?;
     let (mut wire, init) = spawn_initialized(&home).await?;
     let names: Vec<String> = skill_commands(&init).into_iter().map(|(n, _)| n).collect();
     assert_eq!(
@@ -145,17 +157,35 @@ async fn initialize_lists_skills_from_skills_dir_and_skips_broken_files() -> Res
 #[tokio::test]
 async fn without_skills_dir_project_and_user_skills_are_found() -> Result<()> {
     let home = TestHome::new()?.scripted(&[])?;
-    write_skill(&home.work().join(".kimi/skills"), "proj", "---\ndescription: From the project\n---\nx")?;
-    write_skill(&home.home().join(".kimi/skills"), "mine", "---\ndescription: From home\n---\nx")?;
-    write_skill(&home.home().join(".kimi/skills"), "proj", "---\ndescription: Shadowed\n---\nx")?;
+    write_skill(
+        &home.work().join(".kimi/skills"),
+        "proj",
+        "---\ndescription: From the project\n---\nx",
+    )?;
+    write_skill(
+        &home.home().join(".kimi/skills"),
+        "mine",
+        "---\ndescription: From home\n---\nx",
+    )?;
+    write_skill(
+        &home.home().join(".kimi/skills"),
+        "proj",
+        "---\ndescription: Shadowed\n---\nx",
+    )?;
     let (_wire, init) = spawn_initialized(&home).await?;
     assert_eq!(
         skill_commands(&init),
         [
-            ("skill:kimi-cli-help".to_owned(), skill_commands(&init)[0].1.clone()),
+            (
+                "skill:kimi-cli-help".to_owned(),
+                skill_commands(&init)[0].1.clone()
+            ),
             ("skill:mine".to_owned(), "From home".to_owned()),
             ("skill:proj".to_owned(), "From the project".to_owned()),
-            ("skill:skill-creator".to_owned(), skill_commands(&init)[3].1.clone()),
+            (
+                "skill:skill-creator".to_owned(),
+                skill_commands(&init)[3].1.clone()
+            ),
         ]
     );
     Ok(())
@@ -282,7 +312,8 @@ async fn a_rejected_tool_call_stops_the_flow() -> Result<()> {
     let (mut wire, _) = spawn_initialized(&home).await?;
     let prompt = wire.start_prompt(json!("/flow:steps")).await?;
     let request = wire.wait_request("ApprovalRequest").await?;
-    wire.send(&crate::common::approval_answer(&request, "reject")).await?;
+    wire.send(&crate::common::approval_answer(&request, "reject"))
+        .await?;
     let (response, messages) = wire.read_response(&prompt).await?;
     assert_eq!(response["result"], json!({"status": "finished"}));
     assert_eq!(
@@ -335,7 +366,11 @@ async fn the_skill_tool_loads_inline_skills_without_approval() -> Result<()> {
     let call = skill_call("tc-1", "helper", Some("on main.rs"));
     let plain = skill_call("tc-2", "plain", None);
     let (home, skills) = home_with_skills(&[&format!("text: loading\n{call}\n{plain}"), "text: done"])?;
-    write_skill(&skills, "helper", "---\nname: helper\ndescription: Helps\ntype: inline\n---\nHelp well.")?;
+    write_skill(
+        &skills,
+        "helper",
+        "---\nname: helper\ndescription: Helps\ntype: inline\n---\nHelp well.",
+    )?;
     write_skill(&skills, "plain", "---\nname: plain\n---\nNot for the model.")?;
     let (mut wire, _) = spawn_initialized(&home).await?;
     let (response, messages) = wire.prompt(json!("help me")).await?;
@@ -375,7 +410,9 @@ async fn the_skill_tool_is_absent_without_inline_skills() -> Result<()> {
 
 #[tokio::test]
 async fn skills_loaded_by_skills_nest_at_most_three_deep_per_turn() -> Result<()> {
-    let calls: Vec<String> = (1..=4).map(|i| skill_call(&format!("tc-{i}"), "loop", None)).collect();
+    let calls: Vec<String> = (1..=4)
+        .map(|i| skill_call(&format!("tc-{i}"), "loop", None))
+        .collect();
     let mut scripts: Vec<&str> = calls.iter().map(String::as_str).collect();
     scripts.push("text: stopped");
     // A new turn starts again at depth one.
@@ -383,7 +420,11 @@ async fn skills_loaded_by_skills_nest_at_most_three_deep_per_turn() -> Result<()
     scripts.push(&next_turn);
     scripts.push("text: fine");
     let (home, skills) = home_with_skills(&scripts)?;
-    write_skill(&skills, "loop", "---\nname: loop\ntype: inline\n---\nLoad the loop skill again.")?;
+    write_skill(
+        &skills,
+        "loop",
+        "---\nname: loop\ntype: inline\n---\nLoad the loop skill again.",
+    )?;
     let (mut wire, _) = spawn_initialized(&home).await?;
     let (response, messages) = wire.prompt(json!("go")).await?;
     assert_eq!(response["result"], json!({"status": "finished"}));
@@ -410,7 +451,11 @@ async fn init_writes_agents_md_in_a_nested_turn_and_notes_it() -> Result<()> {
         Some(&json!({"path": "AGENTS.md", "content": "# Project notes\n"}).to_string()),
     );
     let home = TestHome::new()?
-        .scripted(&[&format!("text: exploring\n{write}"), "text: written", "text: after"])?
+        .scripted(&[
+            &format!("text: exploring\n{write}"),
+            "text: written",
+            "text: after",
+        ])?
         .arg("--yolo");
     let (mut wire, _) = spawn_initialized(&home).await?;
     let (response, messages) = wire.prompt(json!("/init")).await?;
@@ -451,7 +496,10 @@ async fn plan_command_toggles_views_and_clears_the_plan() -> Result<()> {
         .strip_prefix("Plan mode ON. Plan file: ")
         .context("plan on text")?
         .to_owned();
-    assert!(path.starts_with(&home.home().join(".kimi/plans").display().to_string()), "{path}");
+    assert!(
+        path.starts_with(&home.home().join(".kimi/plans").display().to_string()),
+        "{path}"
+    );
     assert_eq!(payloads(&messages, "StatusUpdate")[0]["plan_mode"], json!(true));
 
     std::fs::create_dir_all(Path::new(&path).parent().context("plan dir")?)?;
@@ -492,13 +540,19 @@ async fn export_writes_markdown_and_import_brings_it_back() -> Result<()> {
         .strip_prefix("Exported 2 messages to ")
         .context("export text")?
         .to_owned();
-    assert!(path.starts_with(&home.work().join("exports/kimi-export-").display().to_string()), "{path}");
+    assert!(
+        path.starts_with(&home.work().join("exports/kimi-export-").display().to_string()),
+        "{path}"
+    );
     assert_eq!(
         said[1],
         "  Note: The exported file may contain sensitive information. Please be cautious when sharing it externally."
     );
     let markdown = std::fs::read_to_string(&path)?;
-    assert!(markdown.contains("## Turn 1\n\n### User\n\nwhat is it?\n\n### Assistant\n\nthe answer\n"), "{markdown}");
+    assert!(
+        markdown.contains("## Turn 1\n\n### User\n\nwhat is it?\n\n### Assistant\n\nthe answer\n"),
+        "{markdown}"
+    );
     let first_session = home.session_dirs()[0]
         .file_name()
         .context("session name")?
@@ -511,7 +565,10 @@ async fn export_writes_markdown_and_import_brings_it_back() -> Result<()> {
     let (_, messages) = wire.prompt(json!("/import")).await?;
     assert_eq!(texts(&messages), ["Usage: /import <file_path or session_id>"]);
     let (_, messages) = wire.prompt(json!("/import no-such-thing")).await?;
-    assert_eq!(texts(&messages), ["'no-such-thing' is not a valid file path or session ID."]);
+    assert_eq!(
+        texts(&messages),
+        ["'no-such-thing' is not a valid file path or session ID."]
+    );
     let (_, messages) = wire.prompt(json!(format!("/import {first_session}"))).await?;
     let said = texts(&messages);
     assert!(
@@ -520,7 +577,10 @@ async fn export_writes_markdown_and_import_brings_it_back() -> Result<()> {
     );
     std::fs::write(home.work().join("notes.md"), "remember this")?;
     let (_, messages) = wire.prompt(json!("/import 'notes.md'")).await?;
-    assert_eq!(texts(&messages), ["Imported context from file 'notes.md' (13 chars)."]);
+    assert_eq!(
+        texts(&messages),
+        ["Imported context from file 'notes.md' (13 chars)."]
+    );
     wire.wait_exit().await?;
     let dirs = home.session_dirs();
     let second = dirs
@@ -528,7 +588,13 @@ async fn export_writes_markdown_and_import_brings_it_back() -> Result<()> {
         .find(|d| !d.ends_with(&first_session))
         .context("second session")?;
     let context = std::fs::read_to_string(second.join("context.jsonl"))?;
-    assert!(context.contains("[USER]\\nwhat is it?\\n\\n[ASSISTANT]\\nthe answer"), "{context}");
-    assert!(context.contains("<imported_context source=\\\"file 'notes.md'\\\">\\nremember this"), "{context}");
+    assert!(
+        context.contains("[USER]\\nwhat is it?\\n\\n[ASSISTANT]\\nthe answer"),
+        "{context}"
+    );
+    assert!(
+        context.contains("<imported_context source=\\\"file 'notes.md'\\\">\\nremember this"),
+        "{context}"
+    );
     Ok(())
 }

@@ -74,7 +74,11 @@ mod tests {
         for skill in &skills {
             assert_eq!(skill.kind, SkillKind::Standard);
             assert_eq!(skill.scope, SkillScope::Builtin);
-            assert!(skill.description.len() > 40, "{} needs a real description", skill.name);
+            assert!(
+                skill.description.len() > 40,
+                "{} needs a real description",
+                skill.name
+            );
             assert_eq!(
                 skill.skill_md_file,
                 share.join(BUNDLED_DIR).join(&skill.name).join("SKILL.md")

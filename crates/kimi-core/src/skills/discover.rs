@@ -330,10 +330,13 @@ mod tests {
         );
         opts.merge_brands = false;
         let first_only = resolve_roots(&opts);
-        assert_eq!(scopes(&first_only, t)[..2], [
-            ("repo/.kimi/skills".to_owned(), Project),
-            ("repo/.agents/skills".to_owned(), Project),
-        ]);
+        assert_eq!(
+            scopes(&first_only, t)[..2],
+            [
+                ("repo/.kimi/skills".to_owned(), Project),
+                ("repo/.agents/skills".to_owned(), Project),
+            ]
+        );
     }
 
     #[test]

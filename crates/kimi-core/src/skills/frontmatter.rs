@@ -93,7 +93,10 @@ mod tests {
 
     #[test]
     fn broken_yaml_and_non_mappings_are_errors() {
-        assert_eq!(parse("---\nname: [unclosed\n---\n"), Err(FrontmatterError::InvalidYaml));
+        assert_eq!(
+            parse("---\nname: [unclosed\n---\n"),
+            Err(FrontmatterError::InvalidYaml)
+        );
         assert_eq!(parse("---\n- a\n- b\n---\n"), Err(FrontmatterError::NotAMapping));
         assert_eq!(parse("---\njust text\n---\n"), Err(FrontmatterError::NotAMapping));
     }

@@ -9,9 +9,9 @@
 //! - `bundled`: our own built-in skills, embedded in the binary.
 //! - `nesting`: the depth limit for skills loaded by the model; `tool`: the [`SkillTool`].
 
+mod bundled;
 pub mod discover;
 pub mod flow;
-mod bundled;
 mod frontmatter;
 mod nesting;
 mod parse;
@@ -133,14 +133,20 @@ impl Skills {
         let mut found: Vec<Skill> = Vec::new();
         for root in &roots {
             for skill in discover::scan_root(root) {
-                if !found.iter().any(|s| normalize_name(&s.name) == normalize_name(&skill.name)) {
+                if !found
+                    .iter()
+                    .any(|s| normalize_name(&s.name) == normalize_name(&skill.name))
+                {
                     found.push(skill);
                 }
             }
         }
         bundled::materialize(&options.share_dir);
         for skill in bundled::bundled_skills(&options.share_dir) {
-            if !found.iter().any(|s| normalize_name(&s.name) == normalize_name(&skill.name)) {
+            if !found
+                .iter()
+                .any(|s| normalize_name(&s.name) == normalize_name(&skill.name))
+            {
                 found.push(skill);
             }
         }

@@ -225,7 +225,10 @@ mod tests {
     #[test]
     fn defaults_come_from_the_path_and_the_body() {
         let skill = parse_at("\n# Title line\nmore\n", "/s/from-dir", None).unwrap();
-        assert_eq!((skill.name.as_str(), skill.description.as_str()), ("from-dir", "# Title line"));
+        assert_eq!(
+            (skill.name.as_str(), skill.description.as_str()),
+            ("from-dir", "# Title line")
+        );
         let flat = parse_at("---\ndescription: d\n---\n", "/s", Some("notes.MD")).unwrap();
         assert_eq!(flat.name, "notes");
         let empty = parse_at("---\nname: e\n---\n---\n", "/s/e", None).unwrap();
@@ -238,7 +241,12 @@ mod tests {
 
     #[test]
     fn types_and_model_invocation() {
-        let inline = parse_at("---\ntype: inline\ndisableModelInvocation: true\n---\nx", "/s/i", None).unwrap();
+        let inline = parse_at(
+            "---\ntype: inline\ndisableModelInvocation: true\n---\nx",
+            "/s/i",
+            None,
+        )
+        .unwrap();
         assert_eq!(inline.kind, SkillKind::Inline);
         assert!(inline.model_invocation_disabled);
         let dashed = parse_at("---\ndisable-model-invocation: true\n---\nx", "/s/i", None).unwrap();
@@ -265,11 +273,19 @@ mod tests {
         };
         assert_eq!(flow.outgoing("A")[0].dst, "B");
         let d2 = "---\ntype: flow\n---\n```{d2}\nb: BEGIN\ne: END\nb -> e\n```\n";
-        assert!(matches!(parse_at(d2, "/s/d", None).unwrap().kind, SkillKind::Flow(_)));
+        assert!(matches!(
+            parse_at(d2, "/s/d", None).unwrap().kind,
+            SkillKind::Flow(_)
+        ));
         // A broken or missing diagram keeps the skill, as a standard one.
         let broken = "---\ntype: flow\n---\n```mermaid\nA[x] --> B[y]\n```\n";
         assert_eq!(parse_at(broken, "/s/b", None).unwrap().kind, SkillKind::Standard);
-        assert_eq!(parse_at("---\ntype: flow\n---\nno diagram", "/s/n", None).unwrap().kind, SkillKind::Standard);
+        assert_eq!(
+            parse_at("---\ntype: flow\n---\nno diagram", "/s/n", None)
+                .unwrap()
+                .kind,
+            SkillKind::Standard
+        );
     }
 
     #[test]

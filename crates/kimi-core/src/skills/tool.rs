@@ -182,15 +182,24 @@ mod tests {
             result.output,
             "---\nname: x\n---\nDo the thing.\n\nUser request:\non main.rs".into()
         );
-        assert_eq!(result.message, "Skill \"inline-a\" loaded. Follow its instructions.");
+        assert_eq!(
+            result.message,
+            "Skill \"inline-a\" loaded. Follow its instructions."
+        );
     }
 
     #[test]
     fn refuses_what_the_model_may_not_load() {
         let tool = tool();
         let message = |name: &str| tool.load(args(name, None)).message;
-        assert_eq!(message("nope"), "Skill \"nope\" not found. Skills you can load: inline-a.");
-        assert_eq!(message("user-only"), "Skill \"user-only\" can only be run by the user (/skill:user-only).");
+        assert_eq!(
+            message("nope"),
+            "Skill \"nope\" not found. Skills you can load: inline-a."
+        );
+        assert_eq!(
+            message("user-only"),
+            "Skill \"user-only\" can only be run by the user (/skill:user-only)."
+        );
         assert_eq!(
             message("plain"),
             "Skill \"plain\" is not an inline skill; only the user can run it (/skill:plain)."
@@ -208,6 +217,10 @@ mod tests {
         tool.skills.begin_step();
         let refused = tool.load(args("inline-a", None));
         assert!(refused.is_error);
-        assert!(refused.message.contains("nest 4 levels deep"), "{}", refused.message);
+        assert!(
+            refused.message.contains("nest 4 levels deep"),
+            "{}",
+            refused.message
+        );
     }
 }

@@ -20,15 +20,87 @@ const HINT_KEYS: [&str; 7] = ["path", "file_path", "command", "query", "url", "n
 
 /// Extensions `/import` reads (text only); a file without an extension is accepted too.
 const IMPORTABLE: &[&str] = &[
-    "md", "markdown", "txt", "text", "rst", "json", "jsonl", "yaml", "yml", "toml", "ini", "cfg", "conf",
-    "csv", "tsv", "xml", "env", "properties", "py", "js", "ts", "jsx", "tsx", "java", "kt", "go", "rs",
-    "c", "cpp", "h", "hpp", "cs", "rb", "php", "swift", "scala", "sh", "bash", "zsh", "fish", "ps1", "bat",
-    "cmd", "r", "lua", "pl", "pm", "ex", "exs", "erl", "hs", "ml", "sql", "graphql", "proto", "html", "htm",
-    "css", "scss", "sass", "less", "svg", "log", "tex", "bib", "org", "adoc", "wiki",
+    "md",
+    "markdown",
+    "txt",
+    "text",
+    "rst",
+    "json",
+    "jsonl",
+    "yaml",
+    "yml",
+    "toml",
+    "ini",
+    "cfg",
+    "conf",
+    "csv",
+    "tsv",
+    "xml",
+    "env",
+    "properties",
+    "py",
+    "js",
+    "ts",
+    "jsx",
+    "tsx",
+    "java",
+    "kt",
+    "go",
+    "rs",
+    "c",
+    "cpp",
+    "h",
+    "hpp",
+    "cs",
+    "rb",
+    "php",
+    "swift",
+    "scala",
+    "sh",
+    "bash",
+    "zsh",
+    "fish",
+    "ps1",
+    "bat",
+    "cmd",
+    "r",
+    "lua",
+    "pl",
+    "pm",
+    "ex",
+    "exs",
+    "erl",
+    "hs",
+    "ml",
+    "sql",
+    "graphql",
+    "proto",
+    "html",
+    "htm",
+    "css",
+    "scss",
+    "sass",
+    "less",
+    "svg",
+    "log",
+    "tex",
+    "bib",
+    "org",
+    "adoc",
+    "wiki",
 ];
 
 /// Name fragments of files that may hold secrets.
-const SENSITIVE: [&str; 8] = [".env", "credentials", "secrets", ".pem", ".key", ".p12", ".pfx", ".keystore"];
+const SENSITIVE: [&str; 8] = [
+    ".env",
+    "credentials",
+    "secrets",
+    ".pem",
+    ".key",
+    ".p12",
+    ".pfx",
+    ".keystore",
+];
 
 impl Soul {
     pub(super) async fn export_command(&self, args: &str) {
@@ -67,11 +139,8 @@ impl Soul {
             self.say(&format!("Failed to write export file: {e}")).await;
             return;
         }
-        self.say(&format!(
-            "Exported {count} messages to {}",
-            shorten_home(&output)
-        ))
-        .await;
+        self.say(&format!("Exported {count} messages to {}", shorten_home(&output)))
+            .await;
         self.say("  Note: The exported file may contain sensitive information. Please be cautious when sharing it externally.")
             .await;
     }
@@ -87,13 +156,14 @@ impl Soul {
                 .await;
             return Ok(());
         };
-        let (content, source) = match import_source(target, &session.id, &session.work_dir, &session.share_dir).await {
-            Ok(found) => found,
-            Err(message) => {
-                self.say(&message).await;
-                return Ok(());
-            }
-        };
+        let (content, source) =
+            match import_source(target, &session.id, &session.work_dir, &session.share_dir).await {
+                Ok(found) => found,
+                Err(message) => {
+                    self.say(&message).await;
+                    return Ok(());
+                }
+            };
         let message = Message::user(vec![
             system(&format!(
                 "The user imported earlier conversation or notes from {source}. Treat it as background for this session and use what is relevant."
@@ -187,7 +257,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -205,7 +275,9 @@ fn is_internal(message: &Message) -> bool {
         return false;
     };
     let text = part.text.trim_start();
-    text.starts_with("<system-reminder>") || text.starts_with("<notification ") || text.starts_with("<system>CHECKPOINT")
+    text.starts_with("<system-reminder>")
+        || text.starts_with("<notification ")
+        || text.starts_with("<system>CHECKPOINT")
 }
 
 /// Collapses whitespace and clips to `width` characters, preferring a word boundary, with `…`.
@@ -239,7 +311,10 @@ fn call_hint(arguments: Option<&str>) -> String {
             .filter_map(Value::as_str)
             .find(|v| !v.is_empty() && v.chars().count() <= 80)
     };
-    known.or_else(fallback).map(|v| shorten(v, 60)).unwrap_or_default()
+    known
+        .or_else(fallback)
+        .map(|v| shorten(v, 60))
+        .unwrap_or_default()
 }
 
 /// One content part as Markdown.
@@ -247,7 +322,10 @@ fn part_markdown(part: &ContentPart) -> String {
     match part {
         ContentPart::Text(t) => t.text.clone(),
         ContentPart::Think(t) if t.think.trim().is_empty() => String::new(),
-        ContentPart::Think(t) => format!("<details><summary>Thinking</summary>\n\n{}\n\n</details>", t.think),
+        ContentPart::Think(t) => format!(
+            "<details><summary>Thinking</summary>\n\n{}\n\n</details>",
+            t.think
+        ),
         ContentPart::ImageUrl(_) => "[image]".to_owned(),
         ContentPart::AudioUrl(_) => "[audio]".to_owned(),
         ContentPart::VideoUrl(_) => "[video]".to_owned(),
@@ -270,7 +348,13 @@ fn call_markdown(call: &ToolCall) -> String {
 
 /// The export document: front matter, an overview, then one section per turn (a turn starts at each
 /// real user message).
-fn export_markdown(session_id: &str, work_dir: &Path, history: &[Message], token_count: u64, now: &str) -> String {
+fn export_markdown(
+    session_id: &str,
+    work_dir: &Path,
+    history: &[Message],
+    token_count: u64,
+    now: &str,
+) -> String {
     let mut turns: Vec<Vec<&Message>> = Vec::new();
     for message in history.iter().filter(|m| !is_internal(m)) {
         if message.role == Role::User || turns.is_empty() {
@@ -347,7 +431,11 @@ fn turn_markdown(messages: &[&Message], number: usize) -> String {
                 }
                 push_parts(&mut lines, message);
                 for call in &message.tool_calls {
-                    calls.push((&call.id, &call.function.name, call_hint(call.function.arguments.as_deref())));
+                    calls.push((
+                        &call.id,
+                        &call.function.name,
+                        call_hint(call.function.arguments.as_deref()),
+                    ));
                     lines.push(call_markdown(call));
                     lines.push(String::new());
                 }
@@ -428,7 +516,8 @@ fn transcript(history: &[Message]) -> String {
                 .iter()
                 .map(|call| {
                     let raw = call.function.arguments.as_deref().unwrap_or("{}");
-                    let args = serde_json::from_str::<Value>(raw).map_or_else(|_| raw.to_owned(), |v| v.to_string());
+                    let args =
+                        serde_json::from_str::<Value>(raw).map_or_else(|_| raw.to_owned(), |v| v.to_string());
                     format!("Tool Call: {}({args})", call.function.name)
                 })
                 .collect();
@@ -472,7 +561,8 @@ async fn import_source(
     if target == current_session {
         return Err("Cannot import the current session into itself.".to_owned());
     }
-    let plain_id = !target.is_empty() && target != "." && target != ".." && !target.contains(['/', '\\', '\0']);
+    let plain_id =
+        !target.is_empty() && target != "." && target != ".." && !target.contains(['/', '\\', '\0']);
     let context_file = crate::session::work_dir_sessions(share_dir, work_dir)
         .join(target)
         .join("context.jsonl");
@@ -568,7 +658,13 @@ mod tests {
 
     #[test]
     fn export_markdown_has_front_matter_overview_and_turns() {
-        let md = export_markdown("abc", Path::new("/w"), &history(), 1234, "2026-01-02T03:04:05+00:00");
+        let md = export_markdown(
+            "abc",
+            Path::new("/w"),
+            &history(),
+            1234,
+            "2026-01-02T03:04:05+00:00",
+        );
         let expected = "---\nsession_id: abc\nexported_at: 2026-01-02T03:04:05+00:00\nwork_dir: /w\nmessage_count: 5\ntoken_count: 1234\n---\n\n# Kimi Session Export\n\n## Overview\n\n- **Topic**: List the files\n- **Conversation**: 1 turns | 1 tool calls | 1,234 tokens\n\n---\n\n## Turn 1\n\n### User\n\nList   the\nfiles\n\n### Assistant\n\n<details><summary>Thinking</summary>\n\nhmm\n\n</details>\n\nLooking.\n\n#### Tool Call: Shell (`ls`)\n<!-- call_id: tc-1 -->\n```json\n{\n  \"command\": \"ls\"\n}\n```\n\n<details><summary>Tool Result: Shell (`ls`)</summary>\n\n<!-- call_id: tc-1 -->\na.txt\n\n</details>\n\nOne file.\n";
         assert_eq!(md, expected);
     }
@@ -593,9 +689,15 @@ mod tests {
         assert_eq!(call_hint(Some("not json")), "");
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(export_target("", dir.path(), "f.md"), dir.path().join("f.md"));
-        assert_eq!(export_target("out/", dir.path(), "f.md"), dir.path().join("out/f.md"));
+        assert_eq!(
+            export_target("out/", dir.path(), "f.md"),
+            dir.path().join("out/f.md")
+        );
         assert_eq!(export_target("x.md", dir.path(), "f.md"), dir.path().join("x.md"));
-        assert_eq!(export_target(".", dir.path(), "f.md"), dir.path().join(".").join("f.md"));
+        assert_eq!(
+            export_target(".", dir.path(), "f.md"),
+            dir.path().join(".").join("f.md")
+        );
     }
 
     #[test]

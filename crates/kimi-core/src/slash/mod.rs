@@ -20,7 +20,6 @@ use crate::approval::ApprovalSource;
 use crate::skills::{SkillCommand, Skills};
 use crate::soul::{Soul, TurnError, TurnOutcome, internal};
 
-
 /// A command name with its description and aliases, as `initialize` lists them.
 struct Command {
     name: &'static str,
@@ -220,8 +219,10 @@ impl Soul {
             }
         } else {
             self.approvals.set_afk(true);
-            self.say("afk mode enabled. AskUserQuestion will be auto-dismissed and tool calls auto-approved.")
-                .await;
+            self.say(
+                "afk mode enabled. AskUserQuestion will be auto-dismissed and tool calls auto-approved.",
+            )
+            .await;
         }
     }
 

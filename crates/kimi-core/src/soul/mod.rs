@@ -23,8 +23,8 @@ use crate::skills::Skills;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
-pub(crate) use turn::internal;
 pub use message::{system, tool_result_message};
+pub(crate) use turn::internal;
 
 /// Loop limits (config `loop_control`, overridable by flags).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -409,7 +409,10 @@ mod tests {
         let flow = parse(text).unwrap();
         assert_eq!(flow.begin().id, "begin");
         let review = flow.node("review").unwrap();
-        assert_eq!((review.label.as_str(), review.kind), ("Review the diff", NodeKind::Decision));
+        assert_eq!(
+            (review.label.as_str(), review.kind),
+            ("Review the diff", NodeKind::Decision)
+        );
         let labels: Vec<_> = flow
             .outgoing("review")
             .iter()
@@ -434,8 +437,14 @@ mod tests {
     fn errors_name_the_line() {
         assert_eq!(parse("a: BEGIN\n}\n").unwrap_err().0, "Line 2: Unmatched '}'");
         assert_eq!(parse("a: {\n").unwrap_err().0, "Line 2: Unclosed '{' block");
-        assert_eq!(parse("x: |md\nno end\n").unwrap_err().0, "Line 1: Unclosed markdown block");
-        assert_eq!(parse("a b -> c\n").unwrap_err().0, "Line 1: Invalid node id \"a b\"");
+        assert_eq!(
+            parse("x: |md\nno end\n").unwrap_err().0,
+            "Line 1: Unclosed markdown block"
+        );
+        assert_eq!(
+            parse("a b -> c\n").unwrap_err().0,
+            "Line 1: Invalid node id \"a b\""
+        );
         assert_eq!(
             parse("a: \"x\" y\n").unwrap_err().0,
             "Line 1: Unexpected trailing content"

@@ -306,7 +306,10 @@ mod tests {
             .collect();
         assert_eq!(
             labels,
-            [("yes".to_owned(), "E".to_owned()), ("no".to_owned(), "W".to_owned())]
+            [
+                ("yes".to_owned(), "E".to_owned()),
+                ("no".to_owned(), "W".to_owned())
+            ]
         );
     }
 
@@ -321,7 +324,9 @@ mod tests {
     #[test]
     fn broken_diagrams_are_errors() {
         assert_eq!(
-            parse("A([BEGIN]) --> B[Say]\nB --> C([END])\nB[Other]").unwrap_err().0,
+            parse("A([BEGIN]) --> B[Say]\nB --> C([END])\nB[Other]")
+                .unwrap_err()
+                .0,
             "Line 3: Conflicting definition for node \"B\""
         );
         assert_eq!(

@@ -141,7 +141,9 @@ fn build(table: NodeTable, mut outgoing: Outgoing) -> Result<Flow, FlowError> {
     let NodeTable { order, mut defs } = table;
     let mut nodes = HashMap::with_capacity(order.len());
     for id in &order {
-        let Some((mut node, _)) = defs.remove(id) else { continue };
+        let Some((mut node, _)) = defs.remove(id) else {
+            continue;
+        };
         let edges = outgoing.entry(id.clone()).or_default();
         if node.kind == NodeKind::Task && edges.len() > 1 {
             node.kind = NodeKind::Decision;
@@ -237,11 +239,17 @@ mod tests {
 
     #[test]
     fn the_last_choice_wins() {
-        assert_eq!(parse_choice("a <choice> yes </choice> b <choice>no</choice>"), Some("no".into()));
+        assert_eq!(
+            parse_choice("a <choice> yes </choice> b <choice>no</choice>"),
+            Some("no".into())
+        );
         assert_eq!(parse_choice("<choice></choice>"), Some(String::new()));
         assert_eq!(parse_choice("no choice here"), None);
         assert_eq!(parse_choice("<choice>a<b</choice>"), None);
-        assert_eq!(parse_choice("<choice>x</choice><choice>unclosed"), Some("x".into()));
+        assert_eq!(
+            parse_choice("<choice>x</choice><choice>unclosed"),
+            Some("x".into())
+        );
         assert_eq!(parse_choice("<choice><choice>y</choice>"), Some("y".into()));
     }
 
