@@ -74,6 +74,7 @@ fn main() -> ExitCode {
         max_retries_per_step: cli.max_retries_per_step,
         add_dirs: cli.add_dirs,
         agent_file: cli.agent_file,
+        skills_dirs: cli.skills_dirs,
         mcp_sources,
     };
     let result = runtime.block_on(run::serve(options, config, share_dir.clone()));

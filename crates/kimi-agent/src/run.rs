@@ -16,7 +16,8 @@ use kimi_core::plan::PlanMode;
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
-use kimi_core::soul::{LoopSettings, Soul, SoulParts};
+use kimi_core::skills::{DiscoveryOptions, SkillTool, Skills};
+use kimi_core::soul::{LoopSettings, SessionInfo, Soul, SoulParts};
 use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
 use kimi_core::toolset::Toolset;
 use kimi_wire::params::ServerInfo;
@@ -54,6 +55,8 @@ pub struct RunOptions {
     pub add_dirs: Vec<PathBuf>,
     /// `--agent-file` (or the built-in agent when `None`).
     pub agent_file: Option<PathBuf>,
+    /// `--skills-dir`s; when any are given they replace project and user skill discovery.
+    pub skills_dirs: Vec<PathBuf>,
     /// MCP configuration documents, already read: `--mcp-config-file`s (or `<share>/mcp.json`), then
     /// `--mcp-config`s.
     pub mcp_sources: Vec<serde_json::Value>,
@@ -126,7 +129,16 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         |p| p.to_string_lossy().into_owned(),
     );
     let spec = AgentSpec::load(&agent_path)?;
-    let base_vars = kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, "");
+    let skills = Arc::new(Skills::discover(&DiscoveryOptions {
+        work_dir: session.work_dir.clone(),
+        home: kimi_core::paths::home_dir(),
+        share_dir: share_dir.clone(),
+        skills_dirs: options.skills_dirs.clone(),
+        merge_brands: config.merge_all_available_skills,
+        extra_skill_dirs: config.extra_skill_dirs.clone(),
+    }));
+    let base_vars =
+        kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, &skills.prompt_listing());
     let mut vars = base_vars.clone();
     vars.extend(spec.system_prompt_args.clone());
     let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
@@ -167,8 +179,19 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             user_agent: user_agent.clone(),
             limits: kimi_tools::web::WebLimits::from_env(|name| env.get(name).cloned()),
         },
+        // Reference: Glob may also look into skill directories outside the workspace.
+        skills_dirs: skills
+            .roots()
+            .iter()
+            .filter(|root| !root.starts_with(&session.work_dir))
+            .cloned()
+            .collect(),
     };
     register_tools(&toolset, &spec.effective_tools(), &deps);
+    // After the agent's tools, and only when some skill may be loaded by the model (seeds/002).
+    if let Some(tool) = SkillTool::new(Arc::clone(&skills)) {
+        toolset.register(Arc::new(tool));
+    }
 
     let source = if session.resumed { "resume" } else { "startup" };
     let _ = hooks
@@ -196,6 +219,12 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         Arc::clone(soul.toolset()),
     );
     soul.attach_mcp(Arc::clone(&mcp));
+    soul.attach_skills(skills);
+    soul.attach_session(SessionInfo {
+        id: session.id.clone(),
+        work_dir: session.work_dir.clone(),
+        share_dir: share_dir.clone(),
+    });
     let info = AgentInfo {
         server: ServerInfo {
             name: "kimi-agent".into(),

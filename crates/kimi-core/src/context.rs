@@ -74,6 +74,15 @@ impl Context {
         context
     }
 
+    /// Reads the conversation in `path` without taking the file over (no writer, no repair): for
+    /// looking at another session. `Ok(None)` when the file holds nothing readable.
+    pub async fn read_only(path: &Path) -> std::io::Result<Option<Self>> {
+        let file = tokio::fs::File::open(path).await?;
+        let mut context = Self::in_memory(String::new());
+        let had_prompt = context.restore(path, file).await;
+        Ok((had_prompt || !context.messages.is_empty()).then_some(context))
+    }
+
     /// Applies every readable record of `file`; returns whether it held a system prompt.
     async fn restore(&mut self, path: &Path, file: tokio::fs::File) -> bool {
         let mut records = RecordReader::new(tokio::io::BufReader::new(file));

@@ -9,7 +9,7 @@
 //! - [`session`]: session directories, `kimi.json`, `state.json`.
 //! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
 //! - [`config`], [`paths`]: configuration and well-known paths.
-//! - [`slash`]: slash commands.
+//! - [`slash`]: slash commands; [`skills`]: skills (discovery, `/skill:`, `/flow:`, the `Skill` tool).
 //! - [`mcp`]: tools from MCP servers (rmcp), their loading and status.
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
@@ -29,6 +29,7 @@ pub mod prompt;
 pub mod recorder;
 pub mod runtime;
 pub mod session;
+pub mod skills;
 pub mod slash;
 pub mod soul;
 pub mod state;

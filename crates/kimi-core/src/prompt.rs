@@ -34,7 +34,8 @@ pub fn render(template: &str, vars: &BTreeMap<String, String>) -> String {
     out
 }
 
-/// The built-in variables for `work_dir`.
+/// The built-in variables for `work_dir`; `skills` is the `${KIMI_SKILLS}` text
+/// ([`crate::skills::Skills::prompt_listing`]).
 pub fn builtin_vars(
     work_dir: &Path,
     additional_dirs: &[std::path::PathBuf],
@@ -45,14 +46,7 @@ pub fn builtin_vars(
     vars.insert("KIMI_WORK_DIR".into(), work_dir.display().to_string());
     vars.insert("KIMI_WORK_DIR_LS".into(), list_dir(work_dir));
     vars.insert("KIMI_AGENTS_MD".into(), agents_md(work_dir));
-    vars.insert(
-        "KIMI_SKILLS".into(),
-        if skills.is_empty() {
-            "No skills are available.".into()
-        } else {
-            skills.into()
-        },
-    );
+    vars.insert("KIMI_SKILLS".into(), skills.to_owned());
     let extra = if additional_dirs.is_empty() {
         String::new()
     } else {
@@ -97,7 +91,7 @@ fn list_dir(dir: &Path) -> String {
 }
 
 /// AGENTS.md files from the work dir up to the file system root, outermost first.
-fn agents_md(work_dir: &Path) -> String {
+pub fn agents_md(work_dir: &Path) -> String {
     let mut found: Vec<String> = work_dir
         .ancestors()
         .filter_map(|dir| std::fs::read_to_string(dir.join("AGENTS.md")).ok())

@@ -198,7 +198,7 @@ impl WireAgent for CoreAgent {
         Ok(InitializeResult {
             protocol_version: kimi_wire::PROTOCOL_VERSION.to_owned(),
             server: self.info.server.clone(),
-            slash_commands: crate::slash::builtin_commands(),
+            slash_commands: crate::slash::commands(self.soul.skills().map(AsRef::as_ref)),
             external_tools,
             hooks: HooksInfo {
                 supported_events: HOOK_EVENTS.iter().map(|e| (*e).to_owned()).collect(),

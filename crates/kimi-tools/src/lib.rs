@@ -36,6 +36,7 @@ mod todo;
 pub mod web;
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use kimi_core::approval::ApprovalRuntime;
@@ -74,6 +75,8 @@ pub struct ToolDeps {
     pub subagents: Option<Arc<SubagentKit>>,
     /// `[services]` and the limits of the web tools.
     pub web: WebSettings,
+    /// Skill directories outside the workspace, which Glob may search too.
+    pub skills_dirs: Vec<PathBuf>,
 }
 
 impl ToolDeps {
@@ -150,7 +153,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
             // Reference: only offered to models that take images or videos.
             None => return Ok(None),
         },
-        "Glob" => Arc::new(file::Glob::new(Arc::clone(&deps.env), Vec::new())),
+        "Glob" => Arc::new(file::Glob::new(Arc::clone(&deps.env), deps.skills_dirs.clone())),
         "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env))),
         "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env))),
         "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
@@ -259,6 +262,7 @@ mod tests {
             plan: Arc::new(PlanMode::new(false, None, std::env::temp_dir())),
             subagents: None,
             web: WebSettings::default(),
+            skills_dirs: Vec::new(),
         }
     }
 

@@ -11,6 +11,7 @@ mod prompt;
 mod session_compat;
 mod session_state;
 mod sessions;
+mod skills;
 mod steer_cancel;
 mod subagents;
 mod toolset;

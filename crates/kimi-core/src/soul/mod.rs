@@ -7,6 +7,8 @@ mod step;
 mod turn;
 
 use std::collections::{BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use kimi_llm::{ChatError, ChatProvider};
@@ -18,10 +20,12 @@ use crate::events::{EventSink, SubagentIdentity};
 use crate::hooks::HookEngine;
 use crate::mcp::McpManager;
 use crate::plan::PlanMode;
+use crate::skills::Skills;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
 pub use message::{system, tool_result_message};
+pub(crate) use turn::internal;
 
 /// Loop limits (config `loop_control`, overridable by flags).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -105,6 +109,23 @@ pub struct Soul {
     pub(crate) dedup: Mutex<DedupTracker>,
     /// MCP servers, attached once after startup (see [`Soul::attach_mcp`]).
     mcp: OnceLock<Arc<McpManager>>,
+    /// The session's skills, attached once after startup (see [`Soul::attach_skills`]).
+    skills: OnceLock<Arc<Skills>>,
+    /// Session facts slash commands need (see [`Soul::attach_session`]).
+    session: OnceLock<SessionInfo>,
+    /// Nested turns (flow nodes, `/init`) begun and not yet ended; a cancelled turn closes them.
+    pub(crate) open_nested_turns: AtomicU32,
+}
+
+/// What slash commands need to know about the session besides the conversation.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: String,
+    /// The work dir.
+    pub work_dir: PathBuf,
+    /// The share dir (other sessions live under it).
+    pub share_dir: PathBuf,
 }
 
 /// Everything a [`Soul`] is built from.
@@ -149,7 +170,35 @@ impl Soul {
             subagent: parts.subagent,
             dedup: Mutex::new(DedupTracker::new()),
             mcp: OnceLock::new(),
+            skills: OnceLock::new(),
+            session: OnceLock::new(),
+            open_nested_turns: AtomicU32::new(0),
         }
+    }
+
+    /// Attaches the session's skills (slash commands, nesting of the `Skill` tool). A second call is
+    /// ignored.
+    pub fn attach_skills(&self, skills: Arc<Skills>) {
+        if self.skills.set(skills).is_err() {
+            tracing::warn!("skills attached twice; the first set is kept");
+        }
+    }
+
+    /// The session's skills, if attached.
+    pub fn skills(&self) -> Option<&Arc<Skills>> {
+        self.skills.get()
+    }
+
+    /// Attaches the session facts slash commands use (`/init`, `/export`, ...). A second call is ignored.
+    pub fn attach_session(&self, info: SessionInfo) {
+        if self.session.set(info).is_err() {
+            tracing::warn!("session info attached twice; the first is kept");
+        }
+    }
+
+    /// The session facts, if attached.
+    pub fn session_info(&self) -> Option<&SessionInfo> {
+        self.session.get()
     }
 
     /// Attaches the session's MCP servers; the first turn waits for their loading. A second call is
@@ -182,6 +231,11 @@ impl Soul {
     /// Sets plan mode.
     pub fn set_plan_mode(&self, enabled: bool) {
         self.plan.set(enabled);
+    }
+
+    /// Plan mode itself (shared with the plan tools).
+    pub fn plan_state(&self) -> &Arc<PlanMode> {
+        &self.plan
     }
 
     /// The plan slug of the current plan session, if any.

@@ -31,8 +31,10 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 pub(super) enum StepOutcome {
     /// The model asked for tools: another step follows.
     Continue,
-    /// The model is done (or was stopped).
+    /// The model is done (or the repeat guard stopped it).
     Stop,
+    /// The user rejected a call without saying why: the turn stops.
+    Rejected,
 }
 
 /// What one successful model call produced.
@@ -113,11 +115,13 @@ impl Soul {
         if repeat_stop {
             tracing::warn!(step = n, "the same tool calls kept repeating; ending the turn");
         }
-        let stop = repeat_stop || results.iter().any(|r| r.rejected_without_feedback);
+        let rejected = results.iter().any(|r| r.rejected_without_feedback);
         let has_calls = !streamed.tool_calls.is_empty();
         self.grow_context(streamed.parts, streamed.tool_calls, streamed.usage, results)
             .await?;
-        Ok(if has_calls && !stop {
+        Ok(if rejected {
+            StepOutcome::Rejected
+        } else if has_calls && !repeat_stop {
             StepOutcome::Continue
         } else {
             StepOutcome::Stop

@@ -1,6 +1,8 @@
 //! One turn: `TurnBegin`, the steps, `TurnEnd` on every path (reference `KimiSoul.run` / `_agent_loop`).
 
-use kimi_llm::Message;
+use std::sync::atomic::Ordering;
+
+use kimi_llm::{Message, Role};
 use kimi_wire::message::{
     ContentPart, Event, MCPLoadingBegin, MCPLoadingEnd, StatusUpdate, SteerInput, StepBegin, StepInterrupted,
     TurnBegin, TurnEnd, UserInput,
@@ -10,6 +12,27 @@ use tokio_util::sync::CancellationToken;
 use super::compaction::CompactionTrigger;
 use super::step::StepOutcome;
 use super::{Soul, TurnError, TurnOutcome};
+
+/// How a model turn ended, with what flows need beyond the outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoopReport {
+    /// The outcome the prompt reports.
+    pub outcome: TurnOutcome,
+    /// Steps run.
+    pub steps: u32,
+    /// The user rejected a tool call and the turn stopped for it.
+    pub rejected: bool,
+}
+
+impl LoopReport {
+    fn new(outcome: TurnOutcome, steps: u32) -> Self {
+        Self {
+            outcome,
+            steps,
+            rejected: false,
+        }
+    }
+}
 use crate::approval::ApprovalSource;
 use crate::config::HookEvent;
 use crate::hooks::{HookDecision, input as hook_input};
@@ -64,6 +87,11 @@ impl Soul {
             () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
             result = self.turn_with_stop_hook(input, &source, &cancel) => result,
         };
+        // A cancel drops nested turns (flow nodes, `/init`) before they end: close them first, so every
+        // TurnBegin has its TurnEnd.
+        for _ in 0..self.open_nested_turns.swap(0, Ordering::SeqCst) {
+            self.events.emit(Event::TurnEnd(TurnEnd {})).await;
+        }
         self.events.emit(Event::TurnEnd(TurnEnd {})).await;
         self.approvals.cancel_source(&source.id).await;
         self.flush(true).await;
@@ -101,33 +129,73 @@ impl Soul {
         source: &ApprovalSource,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, TurnError> {
-        if let Some(outcome) = self.run_slash_command(&input).await {
+        if let Some(outcome) = self.run_slash_command(&input, source, cancel).await {
             return outcome;
         }
+        Ok(self.model_turn(input.to_parts(), source, cancel).await?.outcome)
+    }
+
+    /// One model turn on `parts` (reference `_turn`): a checkpoint, the user message, then steps until
+    /// the model stops. Slash commands that talk to the model (`/skill:`, flow nodes) use it too.
+    pub(crate) async fn model_turn(
+        &self,
+        parts: Vec<ContentPart>,
+        source: &ApprovalSource,
+        cancel: &CancellationToken,
+    ) -> Result<LoopReport, TurnError> {
         if self.llm.is_none() {
             return Err(TurnError::LlmNotSet);
         }
-        let parts = input.to_parts();
         self.check_capabilities(&parts)?;
         {
             let mut context = self.context.lock().await;
             context.checkpoint().map_err(internal)?;
             context.append(Message::user(parts)).map_err(internal)?;
         }
+        if let Some(skills) = self.skills() {
+            skills.begin_turn();
+        }
         self.agent_loop(source, cancel).await
+    }
+
+    /// A turn inside the current one, between its own `TurnBegin{prompt}` and `TurnEnd` (flow nodes,
+    /// `/init`). The `TurnEnd` is sent on errors too; a cancel leaves it to [`Soul::run_turn`].
+    pub(crate) async fn nested_turn<T>(
+        &self,
+        prompt: &str,
+        body: impl Future<Output = Result<T, TurnError>>,
+    ) -> Result<T, TurnError> {
+        self.events
+            .emit(Event::TurnBegin(TurnBegin {
+                user_input: UserInput::Text(prompt.to_owned()),
+            }))
+            .await;
+        self.open_nested_turns.fetch_add(1, Ordering::SeqCst);
+        let result = body.await;
+        self.open_nested_turns.fetch_sub(1, Ordering::SeqCst);
+        self.events.emit(Event::TurnEnd(TurnEnd {})).await;
+        result
+    }
+
+    /// The text of the model's last answer, when the last turn ended with one (no pending tool calls).
+    pub(crate) async fn final_answer(&self) -> Option<String> {
+        let context = self.context.lock().await;
+        let last = context.messages().last()?;
+        (last.role == Role::Assistant && last.tool_calls.is_empty()).then(|| last.text())
     }
 
     async fn agent_loop(
         &self,
         source: &ApprovalSource,
         cancel: &CancellationToken,
-    ) -> Result<TurnOutcome, TurnError> {
+    ) -> Result<LoopReport, TurnError> {
         self.wait_for_mcp().await;
         let mut step_no: u32 = 0;
         loop {
             step_no += 1;
             if step_no > self.settings.max_steps_per_turn {
-                return Ok(TurnOutcome::MaxStepsReached(self.settings.max_steps_per_turn));
+                let limit = self.settings.max_steps_per_turn;
+                return Ok(LoopReport::new(TurnOutcome::MaxStepsReached(limit), limit));
             }
             self.events.emit(Event::StepBegin(StepBegin { n: step_no })).await;
             if self.should_auto_compact().await
@@ -136,6 +204,9 @@ impl Soul {
                 return Err(self.step_failed(e).await);
             }
             self.context.lock().await.checkpoint().map_err(internal)?;
+            if let Some(skills) = self.skills() {
+                skills.begin_step();
+            }
             let outcome = match self.step(step_no, source, cancel).await {
                 Ok(outcome) => outcome,
                 Err(e) => return Err(self.step_failed(e).await),
@@ -144,8 +215,14 @@ impl Soul {
             let steered = self.consume_steers().await?;
             match outcome {
                 StepOutcome::Continue => {}
-                StepOutcome::Stop if steered => {}
-                StepOutcome::Stop => return Ok(TurnOutcome::Finished),
+                StepOutcome::Stop | StepOutcome::Rejected if steered => {}
+                StepOutcome::Stop => return Ok(LoopReport::new(TurnOutcome::Finished, step_no)),
+                StepOutcome::Rejected => {
+                    return Ok(LoopReport {
+                        rejected: true,
+                        ..LoopReport::new(TurnOutcome::Finished, step_no)
+                    });
+                }
             }
         }
     }
@@ -239,6 +316,6 @@ impl Soul {
     }
 }
 
-pub(super) fn internal(e: impl std::fmt::Display) -> TurnError {
+pub(crate) fn internal(e: impl std::fmt::Display) -> TurnError {
     TurnError::Internal(format!("SessionFileError: {e}"))
 }

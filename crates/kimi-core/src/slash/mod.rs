@@ -1,11 +1,24 @@
-//! Slash commands sent as `prompt` input (`/clear`, `/yolo`, ...): the list `initialize` reports and the
-//! commands themselves (reference `soul/slash.py`). A slash turn streams its replies as content parts
-//! and makes no model call unless the command needs one.
+//! Slash commands sent as `prompt` input (`/clear`, `/yolo`, `/skill:<name>`, ...): the list `initialize`
+//! reports and the commands themselves (reference `soul/slash.py` and the skill commands of
+//! `soul/kimisoul.py`). A slash turn streams its replies as content parts and makes no model call unless
+//! the command needs one (`/compact`, `/init`, skills and flows).
+//!
+//! Layout: this file (parsing, the table, dispatch and the small toggles), `skill` (`/skill:<name>`),
+//! `flow` (`/flow:<name>`), `init` (`/init`), `plan` (`/plan`), `export` (`/export`, `/import`).
+
+mod export;
+mod flow;
+mod init;
+mod plan;
+mod skill;
 
 use kimi_wire::message::{ContentPart, Event, StatusUpdate, UserInput};
 use kimi_wire::params::SlashCommandInfo;
+use tokio_util::sync::CancellationToken;
 
-use crate::soul::{Soul, TurnError, TurnOutcome};
+use crate::approval::ApprovalSource;
+use crate::skills::{SkillCommand, Skills};
+use crate::soul::{Soul, TurnError, TurnOutcome, internal};
 
 /// A command name with its description and aliases, as `initialize` lists them.
 struct Command {
@@ -92,55 +105,49 @@ pub fn parse(text: &str) -> Option<(&str, &str)> {
     Some((name, args.trim()))
 }
 
+/// Every command `initialize` lists: the built-ins, then `skill:<name>` and `flow:<name>` for the
+/// session's skills.
+pub fn commands(skills: Option<&Skills>) -> Vec<SlashCommandInfo> {
+    let mut commands = builtin_commands();
+    if let Some(skills) = skills {
+        commands.extend(skills.slash_commands());
+    }
+    commands
+}
+
 impl Soul {
     /// Runs `input` as a slash command if it is one; `None` means "not a command, run a normal turn".
     pub(crate) async fn run_slash_command(
         &self,
         input: &UserInput,
+        source: &ApprovalSource,
+        cancel: &CancellationToken,
     ) -> Option<Result<TurnOutcome, TurnError>> {
         let UserInput::Text(text) = input else { return None };
         let (name, args) = parse(text.trim_start())?;
-        let canonical = COMMANDS
+        Some(self.dispatch(name, args, source, cancel).await)
+    }
+
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: &str,
+        source: &ApprovalSource,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, TurnError> {
+        let builtin = COMMANDS
             .iter()
             .find(|c| c.name == name || c.aliases.contains(&name))
             .map(|c| c.name);
-        match canonical {
-            Some("yolo") => {
-                let state = self.approvals.state();
-                if state.yolo {
-                    self.approvals.set_yolo(false);
-                    if state.afk {
-                        self.say("Yolo disabled, but afk is still on \u{2014} tool calls remain auto-approved. Use /afk to turn off afk.").await;
-                    } else {
-                        self.say("You only die once! Actions will require approval.")
-                            .await;
-                    }
-                } else {
-                    self.approvals.set_yolo(true);
-                    self.say("You only live once! All actions will be auto-approved.")
-                        .await;
-                }
-            }
-            Some("afk") => {
-                let state = self.approvals.state();
-                if state.afk {
-                    self.approvals.set_afk(false);
-                    if state.yolo {
-                        self.say("afk mode disabled. You are back at the terminal. Yolo is still on.")
-                            .await;
-                    } else {
-                        self.say("afk mode disabled. You are back at the terminal.").await;
-                    }
-                } else {
-                    self.approvals.set_afk(true);
-                    self.say("afk mode enabled. AskUserQuestion will be auto-dismissed and tool calls auto-approved.")
-                        .await;
-                }
-            }
+        match builtin {
+            Some("init") => return self.init_agents_md(source, cancel).await,
+            Some("plan") => self.plan_command(args).await,
+            Some("export") => self.export_command(args).await,
+            Some("import") => self.import_command(args).await?,
+            Some("yolo") => self.toggle_yolo().await,
+            Some("afk") => self.toggle_afk().await,
             Some("clear") => {
-                if let Err(e) = self.context.lock().await.clear().await {
-                    return Some(Err(TurnError::Internal(format!("SessionFileError: {e}"))));
-                }
+                self.context.lock().await.clear().await.map_err(internal)?;
                 self.say("The context has been cleared.").await;
                 self.events
                     .emit(Event::StatusUpdate(self.context_status().await))
@@ -149,14 +156,12 @@ impl Soul {
             Some("compact") => {
                 if !self.context.lock().await.has_checkpoints() {
                     self.say("The context is empty.").await;
-                    return Some(Ok(TurnOutcome::Finished));
+                    return Ok(TurnOutcome::Finished);
                 }
                 if self.llm.is_none() {
-                    return Some(Err(TurnError::LlmNotSet));
+                    return Err(TurnError::LlmNotSet);
                 }
-                if let Err(e) = self.compact(crate::soul::CompactionTrigger::Manual, args).await {
-                    return Some(Err(e));
-                }
+                self.compact(crate::soul::CompactionTrigger::Manual, args).await?;
                 self.say("The context has been compacted.").await;
                 self.events
                     .emit(Event::StatusUpdate(self.context_status().await))
@@ -168,12 +173,60 @@ impl Soul {
                 ))
                 .await;
             }
-            None => self.say(&format!("Unknown slash command \"/{name}\".")).await,
+            None => {
+                let skills = self.skills().cloned();
+                return match skills.as_deref().and_then(|s| s.command(name)) {
+                    Some(SkillCommand::Run(skill)) => self.run_skill(skill, args, source, cancel).await,
+                    Some(SkillCommand::Walk(skill, flow)) => {
+                        self.walk_flow(skill, flow, args, source, cancel).await
+                    }
+                    None => {
+                        self.say(&format!("Unknown slash command \"/{name}\".")).await;
+                        Ok(TurnOutcome::Finished)
+                    }
+                };
+            }
         }
-        Some(Ok(TurnOutcome::Finished))
+        Ok(TurnOutcome::Finished)
     }
 
-    async fn say(&self, text: &str) {
+    async fn toggle_yolo(&self) {
+        let state = self.approvals.state();
+        if state.yolo {
+            self.approvals.set_yolo(false);
+            if state.afk {
+                self.say("Yolo disabled, but afk is still on \u{2014} tool calls remain auto-approved. Use /afk to turn off afk.").await;
+            } else {
+                self.say("You only die once! Actions will require approval.")
+                    .await;
+            }
+        } else {
+            self.approvals.set_yolo(true);
+            self.say("You only live once! All actions will be auto-approved.")
+                .await;
+        }
+    }
+
+    async fn toggle_afk(&self) {
+        let state = self.approvals.state();
+        if state.afk {
+            self.approvals.set_afk(false);
+            if state.yolo {
+                self.say("afk mode disabled. You are back at the terminal. Yolo is still on.")
+                    .await;
+            } else {
+                self.say("afk mode disabled. You are back at the terminal.").await;
+            }
+        } else {
+            self.approvals.set_afk(true);
+            self.say(
+                "afk mode enabled. AskUserQuestion will be auto-dismissed and tool calls auto-approved.",
+            )
+            .await;
+        }
+    }
+
+    pub(crate) async fn say(&self, text: &str) {
         self.events
             .emit(Event::ContentPart(ContentPart::text(text)))
             .await;
