@@ -286,11 +286,7 @@ mod test_support {
 
     /// Plans and runs one call; web calls are read-only.
     pub(super) async fn call(tool: Arc<dyn Tool>, args: Value, id: &str) -> ToolReturnValue {
-        let ctx = CallContext {
-            tool_call_id: id.to_owned(),
-            raw_arguments: None,
-            cancel: CancellationToken::new(),
-        };
+        let ctx = CallContext::new(id, None, CancellationToken::new());
         match tool.plan(args, ctx).await {
             Ok(plan) => {
                 assert_eq!(plan.effect, Effect::ReadOnly);
