@@ -15,7 +15,7 @@ use kimi_core::mcp::{McpManager, McpSettings};
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
-use kimi_core::soul::{LoopSettings, Soul, SoulParts};
+use kimi_core::soul::{LoopSettings, RetryBackoff, Soul, SoulParts};
 use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
 use kimi_core::toolset::Toolset;
 use kimi_wire::params::ServerInfo;
@@ -145,6 +145,9 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         ),
         reserved_context_size: loop_control.reserved_context_size,
         compaction_trigger_ratio: loop_control.compaction_trigger_ratio,
+        retry_backoff: RetryBackoff::from_env_value(
+            std::env::var("KIMI_AGENT_RETRY_BACKOFF_SCALE").ok().as_deref(),
+        ),
     };
     let hooks = Arc::new(HookEngine::new(
         config.hooks.clone(),
