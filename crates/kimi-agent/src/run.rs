@@ -80,7 +80,9 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     let session = session::open(&share_dir, &work_dir, &choice)?;
     let user_agent = kimi_llm::UserAgent::ours();
     let provider_options = kimi_core::llm::ProviderOptions {
-        thinking: options.thinking.or(config.default_thinking.then_some(true)),
+        // Reference: without a flag the config decides, and `default_thinking = false` switches thinking
+        // off explicitly (Kimi gets `thinking: {type: disabled}`), it does not leave it unsaid.
+        thinking: Some(options.thinking.unwrap_or(config.default_thinking)),
         session_id: session.id.clone(),
         reserved_context_size: config.loop_control.reserved_context_size,
         user_agent: user_agent.clone(),

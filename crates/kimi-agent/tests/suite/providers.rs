@@ -427,6 +427,11 @@ async fn text_turn_with_usage_in_the_choice_or_at_top_level() -> Result<()> {
             "{shape:?}"
         );
         let bodies = checked_bodies(&server, shape, &agent.session_id()?).await?;
+        // Without `--thinking`, `default_thinking = false` switches thinking off explicitly (reference).
+        match shape {
+            Shape::Kimi => assert_eq!(bodies[0]["thinking"], json!({"type": "disabled"})),
+            Shape::OpenAi => assert_eq!(bodies[0].get("reasoning_effort"), Some(&Value::Null)),
+        }
         let messages = bodies[0]["messages"].as_array().context("messages")?;
         assert_eq!(messages[0]["role"], "system");
         assert_eq!(messages[1..], [json!({"role": "user", "content": "Say hello"})]);
