@@ -17,7 +17,7 @@ use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
 use kimi_core::skills::{DiscoveryOptions, SkillTool, Skills};
-use kimi_core::soul::{LoopSettings, SessionInfo, Soul, SoulParts};
+use kimi_core::soul::{LoopSettings, RetryBackoff, SessionInfo, Soul, SoulParts};
 use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
 use kimi_core::toolset::Toolset;
 use kimi_wire::params::ServerInfo;
@@ -88,7 +88,9 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     let session = session::open(&share_dir, &work_dir, &choice)?;
     let user_agent = kimi_llm::UserAgent::ours();
     let provider_options = kimi_core::llm::ProviderOptions {
-        thinking: options.thinking.or(config.default_thinking.then_some(true)),
+        // Reference: without a flag the config decides, and `default_thinking = false` switches thinking
+        // off explicitly (Kimi gets `thinking: {type: disabled}`), it does not leave it unsaid.
+        thinking: Some(options.thinking.unwrap_or(config.default_thinking)),
         session_id: session.id.clone(),
         reserved_context_size: config.loop_control.reserved_context_size,
         user_agent: user_agent.clone(),
@@ -158,6 +160,9 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         ),
         reserved_context_size: loop_control.reserved_context_size,
         compaction_trigger_ratio: loop_control.compaction_trigger_ratio,
+        retry_backoff: RetryBackoff::from_env_value(
+            std::env::var("KIMI_AGENT_RETRY_BACKOFF_SCALE").ok().as_deref(),
+        ),
     };
     let hooks = Arc::new(HookEngine::new(
         config.hooks.clone(),

@@ -184,6 +184,12 @@ impl WireAgent for CoreAgent {
         self.soul
             .hooks()
             .attach_wire(params.hooks.unwrap_or_default(), self.soul.events().clone());
+        // Reference: the client's name and version go into the provider's User-Agent from now on.
+        if let Some(client) = &params.client {
+            self.info
+                .user_agent
+                .set_client(&client.name, client.version.as_deref());
+        }
         let capabilities = params.capabilities.unwrap_or_default();
         self.client_flags
             .set(capabilities.supports_question, capabilities.supports_plan_mode);

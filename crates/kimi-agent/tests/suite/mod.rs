@@ -8,6 +8,7 @@ mod initialize;
 mod mcp;
 mod plan_mode;
 mod prompt;
+mod providers;
 mod session_compat;
 mod session_state;
 mod sessions;

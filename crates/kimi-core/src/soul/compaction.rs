@@ -213,7 +213,7 @@ impl Soul {
             match result {
                 Ok(done) => return Ok(done),
                 Err(e) if e.is_retryable() && attempt < max_attempts => {
-                    tokio::time::sleep(super::step::backoff(attempt)).await;
+                    tokio::time::sleep(self.settings.retry_backoff.wait(attempt, e.retry_after())).await;
                     attempt += 1;
                 }
                 Err(e) => return Err(TurnError::Provider(e)),

@@ -3,6 +3,7 @@
 
 mod compaction;
 mod message;
+mod retry;
 mod step;
 mod turn;
 
@@ -25,6 +26,7 @@ use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
 pub use message::{system, tool_result_message};
+pub use retry::RetryBackoff;
 pub(crate) use turn::internal;
 
 /// Loop limits (config `loop_control`, overridable by flags).
@@ -38,6 +40,8 @@ pub struct LoopSettings {
     pub reserved_context_size: u64,
     /// Fraction of the context that starts compaction.
     pub compaction_trigger_ratio: f64,
+    /// How long to wait between attempts.
+    pub retry_backoff: RetryBackoff,
 }
 
 impl Default for LoopSettings {
@@ -47,6 +51,7 @@ impl Default for LoopSettings {
             max_retries_per_step: 3,
             reserved_context_size: 50_000,
             compaction_trigger_ratio: 0.85,
+            retry_backoff: RetryBackoff::default(),
         }
     }
 }

@@ -7,7 +7,6 @@
 //! failed attempt reaches the context.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -22,9 +21,6 @@ use super::turn::internal;
 use super::{Soul, TurnError};
 use crate::approval::ApprovalSource;
 use crate::toolset::{CallResult, Dispatch, StepVerdict};
-
-/// The longest `Retry-After` we honour; a longer one would stall the turn for no user-visible reason.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Whether the loop goes on after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,11 +76,7 @@ impl Soul {
             match self.stream_once(llm.as_ref(), &request, &dispatch).await {
                 Ok(streamed) => break streamed,
                 Err(e) if e.is_retryable() && attempt < max_attempts => {
-                    // A server that says when to come back is believed, within reason.
-                    let wait = e.retry_after().map_or_else(
-                        || backoff(attempt),
-                        |after| after.min(MAX_RETRY_AFTER).max(backoff(attempt)),
-                    );
+                    let wait = self.settings.retry_backoff.wait(attempt, e.retry_after());
                     tracing::warn!(step = n, attempt, error = %e, "retrying step");
                     self.events
                         .emit(Event::StepRetry(StepRetry {
@@ -182,10 +174,9 @@ impl Soul {
             }
         }
         self.start_call(&mut streamed, open_call.take(), dispatch);
-        let only_thinking = streamed.parts.iter().all(|p| matches!(p, ContentPart::Think(_)));
-        if streamed.tool_calls.is_empty() && only_thinking {
+        if let Some(message) = empty_answer(&streamed) {
             return Err(ChatError::EmptyResponse {
-                message: "The API returned an empty response.".to_owned(),
+                message: message.to_owned(),
             });
         }
         Ok(streamed)
@@ -259,7 +250,27 @@ impl Soul {
     }
 }
 
-/// Starts a finished tool call (if any) and remembers it in call order.
+/// Why an answer without tool calls is unusable, with the reference's texts (kosong `generate`): nothing
+/// at all, or thinking without visible text (a stream cut short or a budget spent on reasoning).
+fn empty_answer(streamed: &Streamed) -> Option<&'static str> {
+    if !streamed.tool_calls.is_empty() {
+        return None;
+    }
+    if streamed.parts.is_empty() {
+        return Some("The API returned an empty response.");
+    }
+    let has_think = streamed.parts.iter().any(|p| matches!(p, ContentPart::Think(_)));
+    let has_text = streamed
+        .parts
+        .iter()
+        .any(|p| matches!(p, ContentPart::Text(t) if !t.text.trim().is_empty()));
+    (has_think && !has_text).then_some(
+        "The API returned a response containing only thinking content without any text or tool calls. \
+         This usually indicates the stream was interrupted or the output token budget was exhausted \
+         during reasoning.",
+    )
+}
+
 /// Appends a streamed part, joining it to the previous one as the reference's merged message does.
 fn push_part(parts: &mut Vec<ContentPart>, part: ContentPart) {
     match (parts.last_mut(), part) {
@@ -270,20 +281,6 @@ fn push_part(parts: &mut Vec<ContentPart>, part: ContentPart) {
         }
         (_, part) => parts.push(part),
     }
-}
-
-/// Exponential backoff with jitter: 0.3 s doubling, plus up to 0.5 s, capped at 5 s (reference tenacity
-/// `wait_exponential_jitter(initial=0.3, max=5, jitter=0.5)`).
-pub(super) fn backoff(attempt: u32) -> Duration {
-    let base = 0.3 * f64::from(2u32.saturating_pow(attempt.saturating_sub(1)));
-    let jitter = f64::from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-            % 1000,
-    ) / 2000.0;
-    Duration::from_secs_f64((base + jitter).min(5.0))
 }
 
 #[cfg(test)]
@@ -306,12 +303,5 @@ mod tests {
                 ContentPart::text("c")
             ]
         );
-    }
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        assert!(backoff(1) >= Duration::from_millis(300) && backoff(1) <= Duration::from_millis(800));
-        assert!(backoff(2) >= Duration::from_millis(600));
-        assert!(backoff(10) <= Duration::from_secs(5));
     }
 }

@@ -9,8 +9,10 @@
 //! - `data: [DONE]`: complete.
 //! - The body ends without `[DONE]` after a choice gave a `finish_reason`:
 //!   complete too; some gateways never send `[DONE]`.
-//! - The body ends without either (cut off, possibly in the middle of a JSON
-//!   line): [`ChatError::Connection`], retryable. The reference would keep
+//! - The body ends before any chunk arrived: complete and empty; the loop
+//!   reports the empty answer (`APIEmptyResponseError`), as the reference does.
+//! - The body ends without either after some chunks (cut off, possibly in the
+//!   middle of a JSON line): [`ChatError::Connection`], retryable. The reference would keep
 //!   whatever arrived as a finished message; we prefer a retry to acting on
 //!   half an answer.
 //! - A chunk with an `error` member, or an `event: error`: a plain provider
@@ -146,6 +148,8 @@ pub(crate) struct Decoder {
     message_id: Option<String>,
     usage: Option<TokenUsage>,
     saw_finish: bool,
+    /// Whether any chunk arrived, so an empty body is told apart from a cut one.
+    saw_chunk: bool,
 }
 
 impl Decoder {
@@ -162,6 +166,7 @@ impl Decoder {
             message_id: None,
             usage: None,
             saw_finish: false,
+            saw_chunk: false,
         }
     }
 
@@ -180,6 +185,7 @@ impl Decoder {
         if data.is_empty() {
             return Ok(Flow::More);
         }
+        self.saw_chunk = true;
         let value: Value = serde_json::from_str(data).map_err(|e| {
             tracing::warn!(error = %e, data, "malformed chunk in the response stream");
             ChatError::Connection {
@@ -196,9 +202,10 @@ impl Decoder {
         Ok(Flow::More)
     }
 
-    /// The body ended: complete if a finish reason was seen, truncated otherwise.
+    /// The body ended: complete if a finish reason was seen or nothing came at
+    /// all, truncated otherwise.
     pub(crate) fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        if !self.saw_finish {
+        if self.saw_chunk && !self.saw_finish {
             return Err(ChatError::Connection {
                 message: TRUNCATED.to_owned(),
             });
@@ -422,6 +429,11 @@ mod tests {
         ]);
         assert_eq!(end, Ok(()));
         assert_eq!(out, vec![StreamEvent::Part(ContentPart::text("a"))]);
+    }
+
+    #[test]
+    fn an_empty_body_is_complete_and_empty() {
+        assert_eq!(decode(&[]), (Vec::new(), Ok(())));
     }
 
     #[test]
