@@ -511,17 +511,20 @@ async fn plan_command_toggles_views_and_clears_the_plan() -> Result<()> {
     assert_eq!(texts(&messages), ["Plan mode OFF. All tools are now available."]);
     assert_eq!(payloads(&messages, "StatusUpdate")[0]["plan_mode"], json!(false));
 
+    // Turning plan mode off ended that plan session (reference): the next one has a new plan file.
     let (_, messages) = wire.prompt(json!("/plan")).await?;
-    assert_eq!(
-        texts(&messages),
-        [format!(
-            "Plan mode ON. Write your plan to: {path}\nUse ExitPlanMode when done, or /plan off to exit manually."
-        )]
-    );
+    let again = texts(&messages);
+    let new_path = again[0]
+        .strip_prefix("Plan mode ON. Write your plan to: ")
+        .and_then(|rest| rest.strip_suffix("\nUse ExitPlanMode when done, or /plan off to exit manually."))
+        .context("plan toggle text")?
+        .to_owned();
+    assert_ne!(new_path, path);
+    std::fs::write(&new_path, "2. again\n")?;
 
     let (_, messages) = wire.prompt(json!("/plan clear")).await?;
     assert_eq!(texts(&messages), ["Plan cleared."]);
-    assert!(!Path::new(&path).exists());
+    assert!(!Path::new(&new_path).exists());
     let (_, messages) = wire.prompt(json!("/plan off")).await?;
     assert_eq!(texts(&messages), ["Plan mode OFF. All tools are now available."]);
     Ok(())
