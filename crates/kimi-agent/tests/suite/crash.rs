@@ -221,7 +221,8 @@ impl Damage {
                     .write(true)
                     .open(path)?
                     .set_len(keep)?;
-                Ok(1)
+                // A record that lost only its newline is still whole: the restart completes it.
+                Ok(usize::from(keep + 1 < len))
             }
             Self::TornAppend => {
                 let record = r#"{"timestamp": 1.0, "message": {"type": "ContentPart", "payload": {"type": "text", "te"#;
