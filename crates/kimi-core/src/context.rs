@@ -5,6 +5,7 @@
 //! single text part, otherwise a list of parts, so files move between us and the reference.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use kimi_llm::{Message, Role};
 use kimi_wire::message::{ContentPart, ToolCall};
@@ -17,7 +18,10 @@ use crate::recorder::{LineWriter, RecordReader, WriteError, repair_tail_logged};
 #[derive(Debug)]
 pub struct Context {
     system_prompt: String,
-    messages: Vec<Message>,
+    /// Shared with the step that is calling the model ([`Context::history`]), so a step costs no copy
+    /// of the whole conversation; the copy-on-write in the mutators only copies when a snapshot is
+    /// still alive.
+    messages: Arc<Vec<Message>>,
     token_count: u64,
     /// Tokens estimated for messages appended since the provider last reported usage.
     pending_estimate: u64,
@@ -42,7 +46,7 @@ impl Context {
     pub fn in_memory(system_prompt: String) -> Self {
         Self {
             system_prompt,
-            messages: Vec::new(),
+            messages: Arc::new(Vec::new()),
             token_count: 0,
             pending_estimate: 0,
             next_checkpoint: 0,
@@ -124,7 +128,7 @@ impl Context {
                 Some(_) => match decode_message(value) {
                     Some(message) => {
                         self.pending_estimate += estimate_tokens(std::slice::from_ref(&message));
-                        self.messages.push(message);
+                        Arc::make_mut(&mut self.messages).push(message);
                     }
                     None => records.skip(),
                 },
@@ -151,6 +155,12 @@ impl Context {
         &self.messages
     }
 
+    /// The messages as they are now, to read without holding the context: a shared snapshot, not a
+    /// copy. Drop it before the context changes again, or that change copies the messages once.
+    pub fn history(&self) -> Arc<Vec<Message>> {
+        Arc::clone(&self.messages)
+    }
+
     /// Tokens in context according to the last reported usage.
     pub fn token_count(&self) -> u64 {
         self.token_count
@@ -174,7 +184,7 @@ impl Context {
             let target = next_rotation_path(file.path()).await;
             file.rotate(target).await?;
         }
-        self.messages.clear();
+        self.messages = Arc::new(Vec::new());
         self.token_count = 0;
         self.pending_estimate = 0;
         self.next_checkpoint = 0;
@@ -197,7 +207,7 @@ impl Context {
     pub fn append(&mut self, message: Message) -> Result<(), WriteError> {
         let record = encode_message(&message);
         self.pending_estimate += estimate_tokens(std::slice::from_ref(&message));
-        self.messages.push(message);
+        Arc::make_mut(&mut self.messages).push(message);
         self.write(record)
     }
 
@@ -299,6 +309,22 @@ mod tests {
                     .map(str::to_owned)
             })
             .collect()
+    }
+
+    #[test]
+    fn a_history_snapshot_is_stable_and_costs_no_copy_once_dropped() {
+        let mut context = Context::in_memory(String::new());
+        context.append(Message::user_text("a")).unwrap();
+        let snapshot = context.history();
+        context.append(Message::user_text("b")).unwrap();
+        assert_eq!(snapshot.len(), 1, "a snapshot does not see later messages");
+        assert_eq!(texts(&context), ["a", "b"]);
+        drop(snapshot);
+        // With no snapshot alive, appending grows the same shared vector instead of copying it.
+        let shared = Arc::as_ptr(&context.history());
+        context.append(Message::user_text("c")).unwrap();
+        assert_eq!(Arc::as_ptr(&context.history()), shared);
+        assert_eq!(texts(&context), ["a", "b", "c"]);
     }
 
     #[tokio::test]

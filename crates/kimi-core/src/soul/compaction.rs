@@ -140,7 +140,7 @@ impl Soul {
         self.events.emit(Event::CompactionBegin(CompactionBegin {})).await;
         let (system_prompt, history) = {
             let context = self.context.lock().await;
-            (context.system_prompt().to_owned(), context.messages().to_vec())
+            (context.system_prompt().to_owned(), context.history())
         };
         let prepared = prepare(&history, custom_instruction);
         let (mut messages, usage) = match &prepared.request {

@@ -53,7 +53,7 @@ impl Soul {
         let llm = self.llm.clone().ok_or(TurnError::LlmNotSet)?;
         let (system_prompt, history) = {
             let context = self.context.lock().await;
-            (context.system_prompt().to_owned(), context.messages().to_vec())
+            (context.system_prompt().to_owned(), context.history())
         };
         let tools = self.toolset.specs();
         let dispatch = Dispatch::for_step(
@@ -94,6 +94,8 @@ impl Soul {
                 Err(e) => return Err(TurnError::Provider(e)),
             }
         };
+        // The model has answered: release the snapshot, so growing the context below copies nothing.
+        drop(history);
 
         self.events
             .emit(Event::StatusUpdate(self.status_update(&streamed)))
