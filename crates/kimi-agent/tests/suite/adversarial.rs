@@ -17,7 +17,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::common::{Rng, RssSampler, TestHome};
+use crate::common::{Rng, RssSampler, TestHome, WireProcess, payloads, shell_call_line};
 
 const DEFAULT_LINES: u64 = 100_000;
 const DEFAULT_SEED: u64 = 0xad5e_5a11;
@@ -735,5 +735,28 @@ async fn a_hundred_thousand_adversarial_lines_leave_the_server_answering() -> Re
     drop(stdin);
     let status = tokio::time::timeout(Duration::from_secs(15), child.wait()).await??;
     ensure!(status.success(), "exit status {status}");
+    Ok(())
+}
+
+/// Client answers are read by field name too: an approval given as `[request_id, "approve"]` (which
+/// serde's derive would read as an approval) is malformed, and a malformed approval is a rejection.
+#[tokio::test]
+async fn an_approval_answer_given_positionally_is_a_rejection() -> Result<()> {
+    let home = TestHome::new()?.scripted(&[&shell_call_line("tc-1", "touch ran"), "text: after"])?;
+    let mut wire = WireProcess::spawn(&home).await?;
+    let prompt = wire.start_prompt(json!("run it")).await?;
+    let request = wire.wait_request("ApprovalRequest").await?;
+    let payload_id = request["params"]["payload"]["id"].clone();
+    wire.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": [payload_id, "approve"]}))
+        .await?;
+    let (response, messages) = wire.read_response(&prompt).await?;
+    assert_eq!(response["result"], json!({"status": "finished"}));
+    let approvals = payloads(&messages, "ApprovalResponse");
+    assert_eq!(approvals.len(), 1, "{messages:?}");
+    assert_eq!(approvals[0]["response"], "reject");
+    ensure!(
+        !home.work().join("ran").exists(),
+        "the command ran without approval"
+    );
     Ok(())
 }

@@ -166,7 +166,7 @@ impl ApprovalRuntime {
             }
         };
         let (decision, feedback) = match answer {
-            Answer::Result(value) => match serde_json::from_value::<ApprovalAnswer>(value) {
+            Answer::Result(value) => match kimi_wire::named::from_value_named::<ApprovalAnswer>(&value) {
                 Ok(answer) => (answer.response, answer.feedback),
                 Err(e) => {
                     tracing::warn!(error = %e, "malformed approval answer; rejecting");
