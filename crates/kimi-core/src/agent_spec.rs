@@ -158,7 +158,14 @@ impl AgentSpec {
         } else {
             path.to_owned()
         };
-        let raw = load_raw(&path, 0)?;
+        let text = read_file(&path).map_err(|_| AgentSpecError::NotFound(path.clone()))?;
+        Self::from_text(&path, &text)
+    }
+
+    /// Parses agent-file `text` as if it had been read from `path` (which places relative paths in
+    /// it). An `extend` still loads its base file, from disk or the built-ins.
+    pub fn from_text(path: &str, text: &str) -> Result<Self, AgentSpecError> {
+        let raw = parse_raw(path, text, 0)?;
         Ok(Self {
             name: raw
                 .name
@@ -215,6 +222,11 @@ fn read_file(path: &str) -> Result<String, String> {
     if let Some((_, text)) = BUILTIN_FILES.iter().find(|(p, _)| *p == path) {
         return Ok((*text).to_owned());
     }
+    // A `builtin:` path names an embedded file only; it must never fall through to a relative file
+    // of that name in the current directory.
+    if path.starts_with("builtin:") {
+        return Err(format!("no built-in file {path}"));
+    }
     std::fs::read_to_string(path).map_err(|e| e.to_string())
 }
 
@@ -241,11 +253,16 @@ fn load_raw(path: &str, depth: usize) -> Result<RawSpec, AgentSpecError> {
         return Err(AgentSpecError::Cycle(path.to_owned()));
     }
     let text = read_file(path).map_err(|_| AgentSpecError::NotFound(path.to_owned()))?;
+    parse_raw(path, &text, depth)
+}
+
+/// One file's text, with its own paths placed next to `path` and its `extend` resolved.
+fn parse_raw(path: &str, text: &str, depth: usize) -> Result<RawSpec, AgentSpecError> {
     let invalid = |message: String| AgentSpecError::Invalid {
         path: path.to_owned(),
         message,
     };
-    let data: FileData = serde_yaml_ng::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let data: FileData = serde_yaml_ng::from_str(text).map_err(|e| invalid(e.to_string()))?;
     let version = match &data.version {
         None => "1".to_owned(),
         Some(serde_yaml_ng::Value::String(s)) => s.clone(),

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kimi_llm::echo::{EchoProvider, ScriptedEchoProvider};
 use kimi_llm::{
@@ -55,10 +56,10 @@ pub fn create_provider(
         ProviderType::ScriptedEcho => {
             Arc::new(ScriptedEchoProvider::from_env(&env).map_err(|e| LlmError::Setup(e.to_string()))?)
         }
-        ProviderType::Kimi => openai_compat(Flavor::Kimi, resolved, options)?,
-        ProviderType::OpenAiLegacy => openai_compat(Flavor::OpenAiLegacy, resolved, options)?,
+        ProviderType::Kimi => openai_compat(Flavor::Kimi, resolved, options, &env)?,
+        ProviderType::OpenAiLegacy => openai_compat(Flavor::OpenAiLegacy, resolved, options, &env)?,
         ProviderType::Chaos => {
-            let inner = openai_compat(Flavor::Kimi, resolved, options)?;
+            let inner = openai_compat(Flavor::Kimi, resolved, options, &env)?;
             let config = ChaosConfig::default().with_env(|key| env.get(key).cloned());
             Arc::new(ChaosProvider::new(inner, config))
         }
@@ -67,10 +68,37 @@ pub fn create_provider(
     Ok(Some(provider))
 }
 
+/// Seconds an HTTP provider may stay silent (before the answer starts, or between two chunks of a
+/// streamed one) before the attempt fails as a timeout and the step is retried. Read from the
+/// provider's `env` table, then the process environment.
+pub const READ_TIMEOUT_ENV: &str = "KIMI_AGENT_PROVIDER_READ_TIMEOUT_S";
+
+/// The silence allowed when [`READ_TIMEOUT_ENV`] is not set: the OpenAI SDK's (and so the
+/// reference's) 600 s. Models that think for minutes before their first token need that much.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// [`READ_TIMEOUT_ENV`] as a duration; a value that is not a positive number is refused.
+fn read_timeout(env: &Env) -> Result<Duration, LlmError> {
+    let Some(text) = env.get(READ_TIMEOUT_ENV) else {
+        return Ok(DEFAULT_READ_TIMEOUT);
+    };
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| {
+            LlmError::Setup(format!(
+                "{READ_TIMEOUT_ENV} must be a positive number of seconds, got {text:?}"
+            ))
+        })
+}
+
 fn openai_compat(
     flavor: Flavor,
     resolved: &ResolvedModel,
     options: &ProviderOptions,
+    env: &Env,
 ) -> Result<Arc<dyn ChatProvider>, LlmError> {
     let provider = &resolved.provider;
     let mut config = OpenAiCompatConfig::new(
@@ -98,6 +126,7 @@ fn openai_compat(
     config.thinking_keep = resolved.generation.thinking_keep.clone();
     config.session_id = Some(options.session_id.clone());
     config.user_agent = options.user_agent.clone();
+    config.read_timeout = read_timeout(env)?;
     kimi_llm::create(config).map_err(|e| LlmError::Setup(e.to_string()))
 }
 
@@ -113,5 +142,25 @@ pub fn model_info(resolved: &ResolvedModel, provider: Option<&Arc<dyn ChatProvid
             .iter()
             .map(|c| c.as_str().to_owned())
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(value: &str) -> Env {
+        Env::from([(READ_TIMEOUT_ENV.to_owned(), value.to_owned())])
+    }
+
+    #[test]
+    fn the_read_timeout_defaults_to_the_sdk_value_and_can_be_set() {
+        assert_eq!(read_timeout(&Env::new()).unwrap(), DEFAULT_READ_TIMEOUT);
+        assert_eq!(read_timeout(&env("2.5")).unwrap(), Duration::from_millis(2500));
+        assert_eq!(read_timeout(&env(" 30 ")).unwrap(), Duration::from_secs(30));
+        for bad in ["0", "-1", "soon", "NaN", "inf", ""] {
+            let error = read_timeout(&env(bad)).unwrap_err().to_string();
+            assert!(error.contains(READ_TIMEOUT_ENV), "{bad}: {error}");
+        }
     }
 }

@@ -51,7 +51,7 @@ pub(crate) async fn ask(
         () = cancel.cancelled() => Answer::Abandoned(Abandoned::TurnEnded),
     };
     match answer {
-        Answer::Result(value) => match serde_json::from_value::<QuestionAnswer>(value) {
+        Answer::Result(value) => match kimi_wire::named::from_value_named::<QuestionAnswer>(&value) {
             Ok(answer) if !answer.answers.is_empty() => Reply::Answered(answer.answers),
             Ok(_) => Reply::Dismissed,
             Err(e) => {

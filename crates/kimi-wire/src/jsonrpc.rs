@@ -5,9 +5,10 @@
 //! straight into the line that goes to stdout, with the reference's key order (`jsonrpc` first).
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::error_code::RpcError;
+use crate::named::from_value_named;
 
 /// The protocol version string of every envelope.
 pub const JSONRPC_VERSION: &str = "2.0";
@@ -58,15 +59,30 @@ impl Malformed {
     }
 }
 
-/// Classifies one line. `Ok(None)` means a message the reference silently ignores (no method, no id).
+/// Classifies one line. `Ok(None)` means a message the reference silently ignores.
+///
+/// The reference first validates every message against one generic model (`jsonrpc` absent or `"2.0"`,
+/// `method` and `id` strings or null, `error` a well-formed error object or null): anything else is
+/// `Invalid request`, whatever its kind. A message without a method is then read as an answer; one that
+/// is neither a result nor an error is ignored, except that an explicit `"method": null` makes it
+/// `Invalid response` (the reference's union of inbound models then has no member left that fits).
 pub fn classify(line: &str) -> Result<Option<Incoming>, Malformed> {
     let value: Value = serde_json::from_str(line).map_err(|_| Malformed::Json)?;
     let Value::Object(mut obj) = value else {
         return Err(Malformed::Request);
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some(JSONRPC_VERSION) {
+    // Absent means "2.0" (the reference's model has that default); anything else must be exactly it.
+    if obj
+        .get("jsonrpc")
+        .is_some_and(|v| v.as_str() != Some(JSONRPC_VERSION))
+    {
         return Err(Malformed::Request);
     }
+    let error = match obj.remove("error") {
+        None | Some(Value::Null) => None,
+        Some(error) => Some(from_value_named::<RpcError>(&error).map_err(|_| Malformed::Request)?),
+    };
+    let method_given = obj.contains_key("method");
     let method = match obj.remove("method") {
         None | Some(Value::Null) => None,
         Some(Value::String(m)) => Some(m),
@@ -88,21 +104,16 @@ pub fn classify(line: &str) -> Result<Option<Incoming>, Malformed> {
             params: obj.remove("params"),
         })),
         (None, Some(id)) => {
-            let outcome = response_outcome(&mut obj).ok_or(Malformed::Response)?;
+            let outcome = match (error, obj.remove("result")) {
+                (Some(error), _) => ClientOutcome::Error(error),
+                (None, Some(result)) => ClientOutcome::Result(result),
+                (None, None) if method_given => return Err(Malformed::Response),
+                (None, None) => return Ok(None),
+            };
             Ok(Some(Incoming::Response { id, outcome }))
         }
         (None, None) => Ok(None),
     }
-}
-
-/// A response must carry either `result` or a well-formed `error` object.
-fn response_outcome(obj: &mut Map<String, Value>) -> Option<ClientOutcome> {
-    if let Some(error) = obj.remove("error").filter(|e| !e.is_null()) {
-        return serde_json::from_value::<RpcError>(error)
-            .ok()
-            .map(ClientOutcome::Error);
-    }
-    obj.remove("result").map(ClientOutcome::Result)
 }
 
 #[derive(Serialize)]
@@ -215,6 +226,15 @@ mod tests {
             }))
         );
         assert_eq!(classify(r#"{"jsonrpc":"2.0"}"#), Ok(None));
+        // `jsonrpc` may be left out.
+        assert_eq!(
+            classify(r#"{"id":"1","method":"cancel"}"#),
+            Ok(Some(Incoming::Request {
+                id: "1".into(),
+                method: "cancel".into(),
+                params: None
+            }))
+        );
     }
 
     #[test]
@@ -233,14 +253,46 @@ mod tests {
             ),
             (r#"{"jsonrpc":"2.0","id":"1","method":5}"#, Malformed::Request),
             (r#""just a string""#, Malformed::Request),
-            (r#"{"jsonrpc":"2.0","id":"1"}"#, Malformed::Response),
+            (r#"{"jsonrpc":"2.0","id":"1","method":null}"#, Malformed::Response),
+            // A bad `error` makes any message invalid, before its kind is looked at.
             (
                 r#"{"jsonrpc":"2.0","id":"1","error":{"code":"x"}}"#,
-                Malformed::Response,
+                Malformed::Request,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"1","error":[1,"positional"]}"#,
+                Malformed::Request,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"1","method":"cancel","error":5}"#,
+                Malformed::Request,
+            ),
+            (
+                r#"{"jsonrpc":null,"id":"1","method":"cancel"}"#,
+                Malformed::Request,
             ),
         ] {
             assert_eq!(classify(line), Err(expected), "line: {line}");
         }
+    }
+
+    #[test]
+    fn an_answer_that_is_neither_result_nor_error_is_ignored() {
+        // The reference reads it as a `replay` or `cancel` with defaulted fields, then drops it as not
+        // being an answer.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":"1"}"#,
+            r#"{"jsonrpc":"2.0","id":"1","error":null,"params":{"a":1}}"#,
+        ] {
+            assert_eq!(classify(line), Ok(None), "line: {line}");
+        }
+        assert_eq!(
+            classify(r#"{"jsonrpc":"2.0","id":"1","result":null}"#),
+            Ok(Some(Incoming::Response {
+                id: "1".into(),
+                outcome: ClientOutcome::Result(Value::Null)
+            }))
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`message`]: every event, request, content part and display block, with the reference's exact JSON.
 //! - [`params`]: params and results of the six methods.
 //! - [`jsonrpc`]: classifying inbound lines and building outbound ones; [`error_code`]: codes and messages.
+//! - [`named`]: reading client JSON by field name only (no positional arrays for objects).
 //! - [`framing`]: the capped line reader.
 //! - [`server`]: the dispatcher, the single stdout writer and the [`server::pending`] request registry.
 //! - [`WireAgent`]: the trait the agent core implements; [`ClientHandle`]: how it talks back.
@@ -23,6 +24,7 @@ pub mod framing;
 pub mod jsonrpc;
 pub mod message;
 pub mod methods;
+pub mod named;
 pub mod params;
 pub mod schema;
 pub mod server;

@@ -640,6 +640,68 @@ pub fn md5_hex(input: &[u8]) -> String {
         .collect()
 }
 
+/// SplitMix64: small, seedable, good enough to spread kill points.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The resident memory of process `pid` in KiB (`VmRSS` in `/proc/<pid>/status`); `None` once it is gone.
+pub fn vm_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Samples a process's resident memory every few milliseconds in the background and keeps the peak, so a
+/// test can bound memory over a whole run rather than at its end.
+pub struct RssSampler {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+impl RssSampler {
+    /// Starts sampling `pid`.
+    pub fn start(pid: u32) -> Self {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut peak = 0;
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                match vm_rss_kib(pid) {
+                    Some(kib) => peak = peak.max(kib),
+                    None => break,
+                }
+            }
+            peak
+        });
+        Self { stop, task }
+    }
+
+    /// Stops sampling and returns the peak in KiB.
+    pub async fn peak_kib(self) -> Result<u64> {
+        self.stop.cancel();
+        Ok(self.task.await?)
+    }
+}
+
 /// Fails unless `path` exists.
 pub fn assert_exists(path: &Path) -> Result<()> {
     if !path.exists() {

@@ -16,30 +16,12 @@
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::common::{TestHome, WireProcess, tool_call_line};
+use crate::common::{Rng, TestHome, WireProcess, tool_call_line};
 
 const DEFAULT_ITERATIONS: u64 = 200;
 const DEFAULT_SEED: u64 = 0x5eed_4b1d;
 /// Kills per session before the test moves on to a new one.
 const KILLS_PER_SESSION: u64 = 10;
-
-/// SplitMix64: small, seedable, good enough to spread kill points.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn env_u64(name: &str, default: u64) -> Result<u64> {
     match std::env::var(name) {

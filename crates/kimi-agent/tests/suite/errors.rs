@@ -67,7 +67,24 @@ async fn a_json_scalar_is_an_invalid_request() -> Result<()> {
 
 #[tokio::test]
 async fn a_response_without_result_or_error_is_an_invalid_response() -> Result<()> {
-    bad_line_answers(r#"{"jsonrpc":"2.0","id":"x"}"#, -32600, "Invalid response").await
+    // Reference: only an explicit `"method": null` gets this answer ...
+    bad_line_answers(
+        r#"{"jsonrpc":"2.0","id":"x","method":null}"#,
+        -32600,
+        "Invalid response",
+    )
+    .await?;
+    // ... without the key the line is dropped unanswered, as is an error object on any message that
+    // is not one.
+    let (_home, mut wire) = spawn_ok().await?;
+    wire.send_raw(r#"{"jsonrpc":"2.0","id":"x"}"#).await?;
+    wire.assert_alive().await?;
+    bad_line_answers(
+        r#"{"jsonrpc":"2.0","id":"x","method":"cancel","error":{"code":"bad"}}"#,
+        -32600,
+        "Invalid request",
+    )
+    .await
 }
 
 #[tokio::test]

@@ -439,7 +439,8 @@ async fn an_external_tool_answer_for_the_wrong_id_does_not_resolve_the_call() ->
 async fn an_invalid_response_message_does_not_resolve_a_pending_call() -> Result<()> {
     let (_home, mut wire, prompt, _) = start_external_call("text: done").await?;
     // Neither result nor error: answered -32600, and the pending call is left alone.
-    wire.send(&json!({"jsonrpc": "2.0", "id": "tc-1"})).await?;
+    wire.send(&json!({"jsonrpc": "2.0", "id": "tc-1", "method": null}))
+        .await?;
     let (error, skipped) = wire.read_until(|m| m.get("error").is_some()).await?;
     assert_eq!(error, rpc_error(None, -32600, "Invalid response"));
     assert!(

@@ -1,8 +1,10 @@
 //! One module per area of the protocol; the shared harness is in `tests/common`.
 
+mod adversarial;
 mod cli;
 mod crash;
 mod errors;
+mod faults;
 mod hooks;
 mod initialize;
 mod mcp;

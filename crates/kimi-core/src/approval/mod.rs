@@ -165,9 +165,8 @@ impl ApprovalRuntime {
                 Answer::Abandoned(kimi_wire::Abandoned::ConnectionClosed)
             }
         };
-        lock(&self.pending).remove(&id);
         let (decision, feedback) = match answer {
-            Answer::Result(value) => match serde_json::from_value::<ApprovalAnswer>(value) {
+            Answer::Result(value) => match kimi_wire::named::from_value_named::<ApprovalAnswer>(&value) {
                 Ok(answer) => (answer.response, answer.feedback),
                 Err(e) => {
                     tracing::warn!(error = %e, "malformed approval answer; rejecting");
@@ -177,6 +176,9 @@ impl ApprovalRuntime {
             Answer::Error(_) | Answer::Abandoned(_) => (ApprovalDecision::Reject, String::new()),
         };
         self.emit_response(&id, decision, &feedback).await;
+        // Only now: a turn cancelled while the response is being emitted (a signal, EOF) drops this
+        // future mid-way, and `cancel_source` must still find the request and tell the client.
+        lock(&self.pending).remove(&id);
         match decision {
             ApprovalDecision::Approve => Verdict::Approved,
             ApprovalDecision::ApproveForSession => {

@@ -79,7 +79,7 @@ pub(crate) fn verdict(id: &str, answer: Answer) -> Verdict {
             return Verdict::Allow;
         }
     };
-    let answer: HookAnswer = match serde_json::from_value(result) {
+    let answer: HookAnswer = match kimi_wire::named::from_value_named(&result) {
         Ok(answer) => answer,
         Err(error) => {
             tracing::error!(id, %error, "invalid hook response; allowing");

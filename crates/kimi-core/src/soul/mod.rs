@@ -22,6 +22,7 @@ use crate::hooks::HookEngine;
 use crate::mcp::McpManager;
 use crate::plan::PlanMode;
 use crate::skills::Skills;
+use crate::recorder::WriteError;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
@@ -273,21 +274,25 @@ impl Soul {
         &self.events
     }
 
-    /// Waits until the context file has everything.
+    /// Waits until the session files (context.jsonl, wire.jsonl) have everything, on disk when
+    /// `durable`; failures are logged. See [`Soul::persist`] for a caller that must know.
     pub async fn flush(&self, durable: bool) {
-        if let Err(e) = self.context.lock().await.flush(durable).await {
-            tracing::error!(error = %e, "context flush failed");
+        if let Err(e) = self.persist(durable).await {
+            tracing::error!(error = %e, "session files not written");
         }
-        if let Some(recorder) = self.events.recorder() {
-            let result = if durable {
-                recorder.sync().await
-            } else {
-                recorder.flush().await
-            };
-            if let Err(e) = result {
-                tracing::error!(error = %e, "wire.jsonl flush failed");
-            }
-        }
+    }
+
+    /// Like [`Soul::flush`], but returns the first failure (a full disk, an unwritable session
+    /// directory): a write error is remembered by each file's writer, so it surfaces here however long
+    /// ago it happened. Both files are flushed either way.
+    pub async fn persist(&self, durable: bool) -> Result<(), WriteError> {
+        let context = self.context.lock().await.flush(durable).await;
+        let wire = match self.events.recorder() {
+            Some(recorder) if durable => recorder.sync().await,
+            Some(recorder) => recorder.flush().await,
+            None => Ok(()),
+        };
+        context.and(wire)
     }
 
     /// The text of the last message if the model wrote it (a subagent's answer to its parent), or

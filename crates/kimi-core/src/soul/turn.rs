@@ -94,8 +94,12 @@ impl Soul {
         }
         self.events.emit(Event::TurnEnd(TurnEnd {})).await;
         self.approvals.cancel_source(&source.id).await;
-        self.flush(true).await;
-        result
+        // A turn whose history could not be saved did not finish well, whatever the model did.
+        let persisted = self.persist(true).await;
+        match (result, persisted) {
+            (Ok(_), Err(e)) => Err(internal(e)),
+            (result, _) => result,
+        }
     }
 
     /// The turn body, then the `Stop` hook: a block with a reason runs the body once more with that
@@ -155,6 +159,10 @@ impl Soul {
         if let Some(skills) = self.skills() {
             skills.begin_turn();
         }
+        // Before the model is asked: a session that cannot be recorded (disk full, the directory
+        // unwritable) fails the prompt at once with the file and the reason, instead of running a turn
+        // nobody can resume.
+        self.persist(false).await.map_err(internal)?;
         self.agent_loop(source, cancel).await
     }
 
@@ -211,7 +219,9 @@ impl Soul {
                 Ok(outcome) => outcome,
                 Err(e) => return Err(self.step_failed(e).await),
             };
-            self.flush(false).await;
+            if let Err(e) = self.persist(false).await {
+                return Err(self.step_failed(internal(e)).await);
+            }
             let steered = self.consume_steers().await?;
             match outcome {
                 StepOutcome::Continue => {}

@@ -91,7 +91,7 @@ impl ExternalTool {
             }
         };
         match answer {
-            Answer::Result(value) => match serde_json::from_value::<ToolResult>(value) {
+            Answer::Result(value) => match kimi_wire::named::from_value_named::<ToolResult>(&value) {
                 Ok(result) => {
                     if result.tool_call_id != ctx.tool_call_id {
                         tracing::warn!(

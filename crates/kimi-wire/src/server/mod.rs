@@ -2,7 +2,7 @@
 //! client answers to their askers, and owns the turn state.
 //!
 //! Shutdown reads top to bottom in [`Server::run`]: input ends (EOF, a read error, stdout gone or the
-//! caller's shutdown signal) → every pending request is abandoned → the running turn is cancelled → the
+//! caller's shutdown signal) → the running turn is cancelled → every pending request is abandoned → the
 //! agent is told to shut down → in-flight handlers get a grace period → the writer drains what is queued
 //! and stops.
 
@@ -26,6 +26,7 @@ use crate::error_code::RpcError;
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Inbound, LineReader};
 use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
+use crate::named::from_value_named;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
 
@@ -159,10 +160,13 @@ impl Server {
         }
 
         tracing::info!("wire input closed; shutting down");
-        pending.abandon_all(Abandoned::ConnectionClosed);
+        // Cancel first, then release the pending requests: a turn woken by its abandoned approval
+        // must already see the cancellation, or it would go on as if the user had said no (and
+        // report `finished` instead of `cancelled`).
         if let Some(token) = dispatcher.turn.current() {
             token.cancel();
         }
+        pending.abandon_all(Abandoned::ConnectionClosed);
         let grace = tokio::time::timeout(SHUTDOWN_GRACE, async {
             while dispatcher.tasks.join_next().await.is_some() {}
         });
@@ -287,9 +291,15 @@ impl<A: WireAgent> Dispatcher<A> {
         }
     }
 
-    /// Parses params strictly; on failure answers -32602 and returns `None`.
-    async fn params<P: DeserializeOwned>(&self, id: &str, method: &str, params: Option<Value>) -> Option<P> {
-        match serde_json::from_value(params.unwrap_or(Value::Null)) {
+    /// Parses params strictly (by field name, never positionally); on failure answers -32602 and returns
+    /// `None`.
+    async fn params<P: DeserializeOwned + Serialize>(
+        &self,
+        id: &str,
+        method: &str,
+        params: Option<Value>,
+    ) -> Option<P> {
+        match from_value_named(&params.unwrap_or(Value::Null)) {
             Ok(params) => Some(params),
             Err(e) => {
                 tracing::debug!(method, error = %e, "invalid params");
