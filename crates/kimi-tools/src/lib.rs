@@ -10,6 +10,7 @@
 //! - `shell` ([`Shell`]): one bash command, with its process-group handling in `shell/process.rs`.
 //! - `todo` ([`SetTodoList`]): the session's todo list.
 //! - `ask_user` ([`AskUserQuestion`]): multiple-choice questions to the user over the wire.
+//! - `cron` ([`CronCreate`], [`CronList`], [`CronDelete`]): the session's scheduled prompts.
 //! - [`mod@file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
 //! - [`args`]: argument checks with the reference's (pydantic's) messages.
@@ -21,6 +22,7 @@
 
 pub mod args;
 mod ask_user;
+mod cron;
 // The file tools; their constructors are not in `build_tool` yet (the lead wires them).
 pub mod file;
 pub mod json;
@@ -40,6 +42,7 @@ use kimi_core::toolset::{Tool, schema_for};
 use kimi_llm::ToolSpec;
 
 pub use ask_user::AskUserQuestion;
+pub use cron::{CronCreate, CronDelete, CronList};
 pub use shell::{BACKGROUND_UNSUPPORTED, Shell, find_shell};
 pub use todo::SetTodoList;
 
@@ -58,6 +61,9 @@ pub struct ToolDeps {
     pub events: EventSink,
     /// The model's capabilities (`image_in`, `video_in`, `thinking`, ...), for tools that depend on them.
     pub model_capabilities: BTreeSet<String>,
+    /// The session's scheduled prompts; `None` when `KIMI_DISABLE_CRON` turns them off (the cron tools
+    /// then do not load).
+    pub cron: Option<Arc<kimi_core::cron::CronStore>>,
 }
 
 /// A tool name no built-in tool has.
@@ -88,6 +94,10 @@ pub const DEFAULT_TOOLS: &[&str] = &[
     "ExitPlanMode",
     "EnterPlanMode",
 ];
+
+/// Our tools beyond the reference, offered by the default agent after the reference's. Agent files name
+/// them by tool name: the reference has no module path for them.
+pub const OWN_TOOLS: &[&str] = &[cron::CREATE, cron::LIST, cron::DELETE];
 
 /// Reference tools we know but do not have yet; [`build_tool`] skips them (`Ok(None)`).
 const NOT_YET_AVAILABLE: &[&str] = &[
@@ -128,6 +138,16 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env))),
         "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env))),
         "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
+        cron::CREATE | cron::LIST | cron::DELETE => {
+            let Some(store) = deps.cron.clone() else {
+                return Ok(None);
+            };
+            match name {
+                cron::CREATE => Arc::new(CronCreate::new(store)),
+                cron::LIST => Arc::new(CronList::new(store)),
+                _ => Arc::new(CronDelete::new(store)),
+            }
+        }
         // Reference rule still to apply when it arrives: SearchWeb only when
         // `services.moonshot_search` is configured.
         _ if NOT_YET_AVAILABLE.contains(&name) => {
@@ -214,6 +234,7 @@ mod tests {
             )),
             events: EventSink::new(client.handle.clone(), None),
             model_capabilities: BTreeSet::new(),
+            cron: None,
         }
     }
 
@@ -243,6 +264,19 @@ mod tests {
             ]
         );
         assert!(build_tool("Think", &deps).unwrap().is_none());
+        // Scheduled prompts load only with a store (KIMI_DISABLE_CRON unset).
+        for name in OWN_TOOLS {
+            assert!(build_tool(name, &deps).unwrap().is_none(), "{name}");
+        }
+        let clock: Arc<dyn kimi_core::cron::Clock> = Arc::new(kimi_core::cron::SystemClock);
+        let with_cron = ToolDeps {
+            cron: Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock))),
+            ..deps.clone()
+        };
+        for name in OWN_TOOLS {
+            let tool = build_tool(name, &with_cron).unwrap().unwrap();
+            assert_eq!(tool.spec().name, *name);
+        }
         assert_eq!(
             build_tool("Nope", &deps).unwrap_err(),
             UnknownTool { name: "Nope".into() }

@@ -2,15 +2,16 @@
 //! client answers to their askers, and owns the turn state.
 //!
 //! Shutdown reads top to bottom in [`Server::run`]: input ends (EOF, a read error, stdout gone or the
-//! caller's shutdown signal) → every pending request is abandoned → the running turn is cancelled → the
-//! agent is told to shut down → in-flight handlers get a grace period → the writer drains what is queued
-//! and stops.
+//! caller's shutdown signal) → every pending request is abandoned → no turn may start any more and the
+//! running one is cancelled → in-flight handlers and the running turn get a grace period → the agent is
+//! told to shut down → the writer drains what is queued and stops.
 
 pub mod pending;
+mod turn;
 pub mod writer;
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -28,6 +29,8 @@ use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
+use turn::TurnSlot;
+pub use turn::{AgentTurn, TurnStarter};
 
 /// How long in-flight handlers may take to wind down after the connection closes.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -53,36 +56,8 @@ pub struct Server {
     config: ServerConfig,
     client: ClientHandle,
     pending: Arc<PendingRequests>,
+    turn: Arc<TurnSlot>,
     rx: mpsc::Receiver<String>,
-}
-
-/// Whether a `prompt` or `replay` is running, and how to cancel it. The reference calls this "streaming".
-#[derive(Default)]
-struct TurnSlot(Mutex<Option<CancellationToken>>);
-
-impl TurnSlot {
-    /// Claims the slot; `None` when something already runs.
-    fn begin(&self) -> Option<CancellationToken> {
-        let mut slot = self.lock();
-        if slot.is_some() {
-            return None;
-        }
-        let token = CancellationToken::new();
-        *slot = Some(token.clone());
-        Some(token)
-    }
-
-    fn end(&self) {
-        self.lock().take();
-    }
-
-    fn current(&self) -> Option<CancellationToken> {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }
 
 impl Server {
@@ -96,10 +71,16 @@ impl Server {
                 config,
                 client: client.clone(),
                 pending,
+                turn: Arc::new(TurnSlot::default()),
                 rx,
             },
             client,
         )
+    }
+
+    /// A handle through which the agent starts turns of its own (see [`TurnStarter`]).
+    pub fn turn_starter(&self) -> TurnStarter {
+        TurnStarter::new(Arc::clone(&self.turn), Arc::clone(&self.pending))
     }
 
     /// Serves until the input ends or `shutdown` completes. Returns when everything queued is written.
@@ -114,6 +95,7 @@ impl Server {
             config,
             client,
             pending,
+            turn,
             rx,
         } = self;
         let closing = CancellationToken::new();
@@ -124,7 +106,7 @@ impl Server {
             client,
             pending: Arc::clone(&pending),
             agent: Arc::clone(&agent),
-            turn: Arc::new(TurnSlot::default()),
+            turn: Arc::clone(&turn),
             tasks: JoinSet::new(),
         };
         let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, input), config.max_line_bytes);
@@ -160,11 +142,13 @@ impl Server {
 
         tracing::info!("wire input closed; shutting down");
         pending.abandon_all(Abandoned::ConnectionClosed);
-        if let Some(token) = dispatcher.turn.current() {
+        if let Some(token) = turn.close() {
             token.cancel();
         }
+        // A turn the agent started is not one of our tasks: wait for it to free the slot as well.
         let grace = tokio::time::timeout(SHUTDOWN_GRACE, async {
             while dispatcher.tasks.join_next().await.is_some() {}
+            turn.ended().await;
         });
         if grace.await.is_err() {
             tracing::warn!("handlers did not finish in time; aborting them");
@@ -220,7 +204,10 @@ impl<A: WireAgent> Dispatcher<A> {
                 // external tools and capabilities it registers.
                 let result = self.agent.initialize(params).await;
                 match result {
-                    Ok(result) => self.reply(&id, &result).await,
+                    Ok(result) => {
+                        self.reply(&id, &result).await;
+                        self.turn.mark_client_ready();
+                    }
                     Err(error) => self.reply_error(Some(&id), error).await,
                 }
             }
