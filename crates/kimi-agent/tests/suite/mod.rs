@@ -2,6 +2,7 @@
 
 mod cli;
 mod crash;
+mod cron;
 mod errors;
 mod hooks;
 mod initialize;

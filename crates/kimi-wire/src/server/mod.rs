@@ -29,7 +29,7 @@ use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
-use turn::TurnSlot;
+pub(crate) use turn::TurnSlot;
 pub use turn::{AgentTurn, TurnStarter};
 
 /// How long in-flight handlers may take to wind down after the connection closes.
@@ -65,13 +65,14 @@ impl Server {
     pub fn new(config: ServerConfig) -> (Self, ClientHandle) {
         let (tx, rx) = mpsc::channel(writer::OUTBOX_CAPACITY);
         let pending = Arc::new(PendingRequests::default());
-        let client = ClientHandle::new(tx, Arc::clone(&pending));
+        let turn = Arc::new(TurnSlot::default());
+        let client = ClientHandle::new(tx, Arc::clone(&pending), Arc::clone(&turn));
         (
             Self {
                 config,
                 client: client.clone(),
                 pending,
-                turn: Arc::new(TurnSlot::default()),
+                turn,
                 rx,
             },
             client,
@@ -218,17 +219,10 @@ impl<A: WireAgent> Dispatcher<A> {
                 let Some(token) = self.turn.begin() else {
                     return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
                 };
-                let (agent, turn, pending) = (
-                    Arc::clone(&self.agent),
-                    Arc::clone(&self.turn),
-                    Arc::clone(&self.pending),
-                );
-                self.spawn_reply(id, async move {
+                let (agent, pending) = (Arc::clone(&self.agent), Arc::clone(&self.pending));
+                self.spawn_turn_reply(id, async move {
                     let result = agent.prompt(params.user_input, token).await;
                     pending.abandon_scope(RequestScope::Turn, Abandoned::TurnEnded);
-                    // Free the slot before the answer is queued: a client may send the next prompt
-                    // the moment it reads this one's result.
-                    turn.end();
                     result
                 });
             }
@@ -260,12 +254,8 @@ impl<A: WireAgent> Dispatcher<A> {
                 let Some(token) = self.turn.begin() else {
                     return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
                 };
-                let (agent, turn) = (Arc::clone(&self.agent), Arc::clone(&self.turn));
-                self.spawn_reply(id, async move {
-                    let result = agent.replay(token).await;
-                    turn.end();
-                    result
-                });
+                let agent = Arc::clone(&self.agent);
+                self.spawn_turn_reply(id, async move { agent.replay(token).await });
             }
             other => {
                 self.reply_error(Some(&id), RpcError::method_not_found(other))
@@ -291,14 +281,42 @@ impl<A: WireAgent> Dispatcher<A> {
         R: Serialize + Send + 'static,
         F: Future<Output = Result<R, RpcError>> + Send + 'static,
     {
+        self.spawn_reply_after(id, work, None);
+    }
+
+    /// Like [`Self::spawn_reply`] for work that holds the turn slot, which it frees when the work is done.
+    fn spawn_turn_reply<R, F>(&mut self, id: String, work: F)
+    where
+        R: Serialize + Send + 'static,
+        F: Future<Output = Result<R, RpcError>> + Send + 'static,
+    {
+        let turn = Arc::clone(&self.turn);
+        self.spawn_reply_after(id, work, Some(turn));
+    }
+
+    fn spawn_reply_after<R, F>(&mut self, id: String, work: F, turn: Option<Arc<TurnSlot>>)
+    where
+        R: Serialize + Send + 'static,
+        F: Future<Output = Result<R, RpcError>> + Send + 'static,
+    {
         let client = self.client.clone();
         self.tasks.spawn(async move {
-            let line = match work.await {
+            let result = work.await;
+            // Free the slot before the answer is queued: a client may send the next prompt the moment it
+            // reads this one's result. A turn the agent starts itself waits until the answer is queued, so
+            // the client never sees it begin before the answer to its own request.
+            if let Some(turn) = &turn {
+                turn.end_before_reply();
+            }
+            let line = match result {
                 Ok(result) => jsonrpc::result_line(&id, &result)
                     .unwrap_or_else(|e| jsonrpc::error_line(Some(&id), &RpcError::internal(e.to_string()))),
                 Err(error) => jsonrpc::error_line(Some(&id), &error),
             };
             let _ = client.send_line(line).await;
+            if let Some(turn) = &turn {
+                turn.replied();
+            }
         });
     }
 
