@@ -6,9 +6,7 @@ use anyhow::{Context as _, Result, bail};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{
-    TestHome, WireProcess, approval_answer, external_tool, kinds, payloads, tool_call_line,
-};
+use crate::common::{TestHome, WireProcess, approval_answer, external_tool, kinds, payloads, tool_call_line};
 
 /// The session every test here uses, so a second process can resume it.
 const SESSION: &str = "cron-session";
@@ -58,7 +56,10 @@ impl CronHome {
         all_args.extend(["--session".to_owned(), SESSION.to_owned()]);
         all_args.extend(args.iter().map(|a| (*a).to_owned()));
         let clock = self.clock_file();
-        let mut all_env = vec![("TZ", "UTC"), ("KIMI_CRON_TEST_CLOCK", clock.to_str().context("path")?)];
+        let mut all_env = vec![
+            ("TZ", "UTC"),
+            ("KIMI_CRON_TEST_CLOCK", clock.to_str().context("path")?),
+        ];
         all_env.extend_from_slice(env);
         let mut wire = WireProcess::spawn_with_env(&self.home, all_args, &all_env).await?;
         wire.initialize(json!({"protocol_version": "1.10", "external_tools": [external_tool("ext_tool")]}))
@@ -69,7 +70,10 @@ impl CronHome {
 
 fn create_call(id: &str, cron: &str, prompt: &str, recurring: bool) -> String {
     let args = json!({"cron": cron, "prompt": prompt, "recurring": recurring}).to_string();
-    format!("text: scheduling\n{}", tool_call_line(id, "CronCreate", Some(&args)))
+    format!(
+        "text: scheduling\n{}",
+        tool_call_line(id, "CronCreate", Some(&args))
+    )
 }
 
 fn call(id: &str, name: &str, args: Value) -> String {
@@ -100,9 +104,7 @@ fn envelope(id: &str, cron: &str, count: u32, prompt: &str) -> String {
 
 /// Waits for the next TurnBegin and returns its input and the events up to its TurnEnd (both included).
 async fn fired_turn(wire: &mut WireProcess) -> Result<(Value, Vec<Value>)> {
-    let (begin, before) = wire
-        .read_until(|m| m["params"]["type"] == "TurnBegin")
-        .await?;
+    let (begin, before) = wire.read_until(|m| m["params"]["type"] == "TurnBegin").await?;
     if let Some(stray) = before.iter().find(|m| m.get("id").is_some()) {
         bail!("a response arrived before the fired turn: {stray}");
     }
@@ -125,7 +127,9 @@ async fn create_list_and_delete_persist_across_a_resume() -> Result<()> {
     let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
     let mut wire = home.spawn(&scripts, &[], &[]).await?;
 
-    let prompt = wire.start_prompt(json!("check the build every five minutes")).await?;
+    let prompt = wire
+        .start_prompt(json!("check the build every five minutes"))
+        .await?;
     let request = wire.wait_request("ApprovalRequest").await?;
     let payload = &request["params"]["payload"];
     assert_eq!(payload["sender"], "CronCreate");
@@ -206,7 +210,11 @@ async fn a_one_shot_fire_starts_a_turn_with_the_prompt() -> Result<()> {
     let mut home = CronHome::new()?;
     let create = create_call("tc-1", "7 9 * * *", "check the build", false);
     let mut wire = home
-        .spawn(&[&create, "text: scheduled", "text: the build is green"], &["--yolo"], &[])
+        .spawn(
+            &[&create, "text: scheduled", "text: the build is green"],
+            &["--yolo"],
+            &[],
+        )
         .await?;
     let (_, messages) = wire.prompt(json!("remind me at 9:07")).await?;
     let created = result_of(&messages, "tc-1")?;
@@ -238,7 +246,11 @@ async fn a_one_shot_fire_starts_a_turn_with_the_prompt() -> Result<()> {
     // The fired turn is over and nothing else fires: the slot is free.
     wire.assert_alive().await?;
     assert!(wire.wait_exit().await?.success());
-    assert_eq!(home.stored_jobs()?, Vec::<Value>::new(), "a one-shot job goes once fired");
+    assert_eq!(
+        home.stored_jobs()?,
+        Vec::<Value>::new(),
+        "a one-shot job goes once fired"
+    );
     // The fired prompt is in the conversation like any user message.
     let context = std::fs::read_to_string(home.session_dir().join("context.jsonl"))?;
     assert!(context.contains("<cron-fire id="), "{context}");
@@ -252,7 +264,13 @@ async fn a_fire_waits_for_the_running_turn_and_follows_its_answer() -> Result<()
     let hold = call("tc-2", "ext_tool", json!({"path": "a"}));
     let mut wire = home
         .spawn(
-            &[&create, "text: scheduled", &hold, "text: held turn done", "text: fired"],
+            &[
+                &create,
+                "text: scheduled",
+                &hold,
+                "text: held turn done",
+                "text: fired",
+            ],
             &["--yolo"],
             &[],
         )
@@ -266,7 +284,10 @@ async fn a_fire_waits_for_the_running_turn_and_follows_its_answer() -> Result<()
     home.set_clock("2025-01-06T09:08:00Z")?;
     let busy = wire.request("prompt", json!({"user_input": "meanwhile"})).await?;
     let refused = wire.response_to(&busy).await?;
-    assert_eq!(refused["error"]["message"], "An agent turn is already in progress");
+    assert_eq!(
+        refused["error"]["message"],
+        "An agent turn is already in progress"
+    );
     wire.respond(
         request["id"].as_str().context("id")?,
         json!({"tool_call_id": "tc-2", "return_value": {"is_error": false, "output": "ok", "message": "", "display": []}}),
@@ -291,7 +312,11 @@ async fn a_fired_turn_refuses_prompts_and_can_be_cancelled() -> Result<()> {
     let create = create_call("tc-1", "7 9 * * *", "check the build", false);
     let hold = call("tc-2", "ext_tool", json!({"path": "a"}));
     let mut wire = home
-        .spawn(&[&create, "text: scheduled", &hold, "text: after"], &["--yolo"], &[])
+        .spawn(
+            &[&create, "text: scheduled", &hold, "text: after"],
+            &["--yolo"],
+            &[],
+        )
         .await?;
     wire.prompt(json!("remind me")).await?;
 
@@ -343,7 +368,9 @@ async fn missed_fires_coalesce_into_one() -> Result<()> {
 async fn a_job_due_while_nobody_ran_fires_after_resume_unless_disabled() -> Result<()> {
     let mut home = CronHome::new()?;
     let create = create_call("tc-1", "7 9 * * *", "check the build", false);
-    let mut wire = home.spawn(&[&create, "text: scheduled"], &["--yolo"], &[]).await?;
+    let mut wire = home
+        .spawn(&[&create, "text: scheduled"], &["--yolo"], &[])
+        .await?;
     let (_, messages) = wire.prompt(json!("remind me")).await?;
     let id = job_id(&result_of(&messages, "tc-1")?["output"])?;
     assert!(wire.wait_exit().await?.success());
@@ -352,7 +379,11 @@ async fn a_job_due_while_nobody_ran_fires_after_resume_unless_disabled() -> Resu
     // Disabled: the tools are not there and nothing fires; the job stays stored.
     let list = call("tc-2", "CronList", json!({}));
     let mut wire = home
-        .spawn(&[&list, "text: no tool"], &["--yolo"], &[("KIMI_DISABLE_CRON", "1")])
+        .spawn(
+            &[&list, "text: no tool"],
+            &["--yolo"],
+            &[("KIMI_DISABLE_CRON", "1")],
+        )
         .await?;
     wire.assert_alive().await?;
     let (_, messages) = wire.prompt(json!("list")).await?;

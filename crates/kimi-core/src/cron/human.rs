@@ -100,7 +100,7 @@ fn even_step(values: &[u32], limit: u32) -> Option<u32> {
     let step = *values.get(1)?;
     (values[0] == 0
         && step > 1
-        && limit % step == 0
+        && limit.is_multiple_of(step)
         && values.iter().copied().eq((0..limit).step_by(step as usize)))
     .then_some(step)
 }

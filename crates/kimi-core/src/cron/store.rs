@@ -273,7 +273,7 @@ impl CronStore {
                         .next_slot(&Local)
                         .map(|slot| slot.fire_at.with_timezone(&Local)),
                     recurring: record.recurring,
-                    age_days: job.age(now).num_days(),
+                    age_days: job.age(now).num_days().max(0),
                     stale: job.is_stale(now),
                 }
             })

@@ -120,11 +120,7 @@ impl TurnSlot {
     }
 
     fn is_running(&self, owner: Owner) -> bool {
-        self.0
-            .borrow()
-            .running
-            .as_ref()
-            .is_some_and(|r| r.owner == owner)
+        self.0.borrow().running.as_ref().is_some_and(|r| r.owner == owner)
     }
 
     /// A `TurnEnd` event was queued. For a turn the agent started this is where it ends for the client:
@@ -148,7 +144,8 @@ impl TurnSlot {
 
     /// The answer to the client turn that ended is queued.
     pub(crate) fn replied(&self) {
-        self.0.send_if_modified(|state| std::mem::take(&mut state.replying));
+        self.0
+            .send_if_modified(|state| std::mem::take(&mut state.replying));
     }
 
     /// The running turn's cancellation.
@@ -158,7 +155,8 @@ impl TurnSlot {
 
     /// The client finished `initialize`.
     pub(crate) fn mark_client_ready(&self) {
-        self.0.send_if_modified(|state| !std::mem::replace(&mut state.client_ready, true));
+        self.0
+            .send_if_modified(|state| !std::mem::replace(&mut state.client_ready, true));
     }
 
     /// Refuses every later claim and returns the running turn's token, if any.
@@ -320,12 +318,8 @@ mod tests {
         let left_over = pending.register("q1", RequestScope::Turn).unwrap();
         slot.turn_end_sent(&pending);
         assert!(slot.current().is_none(), "free once TurnEnd is out");
-        assert_eq!(
-            left_over.wait().await,
-            Answer::Abandoned(Abandoned::TurnEnded)
-        );
-        slot.begin()
-            .expect("a prompt sent on seeing TurnEnd is accepted");
+        assert_eq!(left_over.wait().await, Answer::Abandoned(Abandoned::TurnEnded));
+        slot.begin().expect("a prompt sent on seeing TurnEnd is accepted");
         let _asked = pending.register("q2", RequestScope::Turn).unwrap();
         // The agent turn finishing its work afterwards leaves the new turn and its requests alone.
         drop(turn);
@@ -432,7 +426,8 @@ mod tests {
             let starter = server.turn_starter();
             let (ours, theirs) = tokio::io::duplex(1 << 16);
             let (server_in, server_out) = tokio::io::split(theirs);
-            let running = tokio::spawn(server.run(server_in, server_out, Arc::new(Quick), std::future::pending()));
+            let running =
+                tokio::spawn(server.run(server_in, server_out, Arc::new(Quick), std::future::pending()));
             let (read, write) = tokio::io::split(ours);
             let mut client = Client {
                 write,
