@@ -47,11 +47,16 @@ async fn run(store: Arc<CronStore>, turns: TurnStarter, agent: Arc<dyn WireAgent
         match store.next_fire_at() {
             Some(at) if at <= clock.now() => {}
             next => {
-                let sleep = next.map(|at| clock.sleep_until(at));
+                let until_due = async {
+                    match next {
+                        Some(at) => clock.sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     () = stop.cancelled() => return,
                     () = store.changed() => {}
-                    () = async { match sleep { Some(sleep) => sleep.await, None => std::future::pending().await } } => {}
+                    () = until_due => {}
                 }
                 continue;
             }
