@@ -123,6 +123,13 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         kimi_core::plan::plans_dir(),
     ));
     let client_flags = Arc::new(ClientFlags::default());
+    // Scheduled prompts: jobs kept in the session directory, fired by a scheduler started below.
+    let cron = (!kimi_core::cron::is_disabled(&env)).then(|| {
+        Arc::new(kimi_core::cron::CronStore::load(
+            &session.dir,
+            kimi_core::cron::clock::from_env(&env),
+        ))
+    });
     let mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
     let toolset = Arc::new(Toolset::new());
     toolset.set_output_budget(kimi_core::toolset::OutputBudget::for_session(&session.dir));
@@ -179,6 +186,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         model_capabilities: model.capabilities.clone(),
         plan: Arc::clone(&plan),
         subagents,
+        cron: cron.clone(),
         web: kimi_tools::WebSettings {
             services: config.services.clone(),
             user_agent: user_agent.clone(),
@@ -239,9 +247,15 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         user_agent,
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
+    let scheduler = cron.map(|store| {
+        kimi_core::cron::CronScheduler::spawn(store, server.turn_starter(), Arc::clone(&agent) as _)
+    });
     server
         .run(tokio::io::stdin(), tokio::io::stdout(), agent, shutdown_signal())
         .await;
+    if let Some(scheduler) = scheduler {
+        scheduler.stop().await;
+    }
     // EOF, a signal or a lost client: MCP servers (and their process groups) go first.
     mcp.shutdown().await;
     hooks.detach_wire();
@@ -292,6 +306,7 @@ fn register_tools(toolset: &Toolset, paths: &[String], deps: &kimi_tools::ToolDe
         let name = kimi_tools::resolve_tool_path(path).or_else(|| {
             kimi_tools::DEFAULT_TOOLS
                 .iter()
+                .chain(kimi_tools::OWN_TOOLS)
                 .find(|name| **name == path.as_str())
                 .copied()
         });

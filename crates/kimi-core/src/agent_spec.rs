@@ -323,8 +323,11 @@ mod tests {
     #[test]
     fn the_default_agent_lists_the_reference_tools_in_order() {
         let spec = AgentSpec::load("default").unwrap();
-        assert_eq!(spec.tools.len(), 17);
+        // The reference's 17, then ours.
+        assert_eq!(spec.tools.len(), 20);
         assert_eq!(spec.tools[3], "kimi_cli.tools.shell:Shell");
+        assert_eq!(spec.tools[16], "kimi_cli.tools.plan.enter:EnterPlanMode");
+        assert_eq!(spec.tools[17..], ["CronCreate", "CronList", "CronDelete"]);
         assert_eq!(
             spec.subagents.keys().collect::<Vec<_>>(),
             ["coder", "explore", "plan"]
@@ -347,7 +350,7 @@ mod tests {
         .unwrap();
         let spec = AgentSpec::load(file.to_str().unwrap()).unwrap();
         let tools = spec.effective_tools();
-        assert_eq!(tools.len(), 16);
+        assert_eq!(tools.len(), 19);
         assert!(!tools.iter().any(|t| t.ends_with(":Shell")));
         assert_eq!(spec.system_prompt_path, "builtin:default/system.md");
     }

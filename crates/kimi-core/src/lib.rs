@@ -11,6 +11,7 @@
 //! - [`config`], [`paths`]: configuration and well-known paths.
 //! - [`slash`]: slash commands; [`skills`]: skills (discovery, `/skill:`, `/flow:`, the `Skill` tool).
 //! - [`mcp`]: tools from MCP servers (rmcp), their loading and status.
+//! - [`cron`]: scheduled prompts (cron jobs), their store and the scheduler that fires them as turns.
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
@@ -18,6 +19,7 @@ pub mod agent_spec;
 pub mod approval;
 pub mod config;
 pub mod context;
+pub mod cron;
 pub mod events;
 pub mod guardian;
 pub mod hooks;

@@ -10,6 +10,7 @@
 //! - `shell` ([`Shell`]): one bash command, with its process-group handling in `shell/process.rs`.
 //! - `todo` ([`SetTodoList`]): the session's todo list.
 //! - `ask_user` ([`AskUserQuestion`]): multiple-choice questions to the user over the wire.
+//! - `cron` ([`CronCreate`], [`CronList`], [`CronDelete`]): the session's scheduled prompts.
 //! - [`mod@file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
 //! - [`web`]: FetchURL and SearchWeb (the latter only with `[services.moonshot_search]`).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
@@ -23,6 +24,7 @@
 mod agent;
 pub mod args;
 mod ask_user;
+mod cron;
 // The file tools; their constructors are not in `build_tool` yet (the lead wires them).
 pub mod file;
 pub mod json;
@@ -48,6 +50,7 @@ use kimi_llm::ToolSpec;
 
 pub use agent::{AgentTool, SubagentKit, SubagentType};
 pub use ask_user::AskUserQuestion;
+pub use cron::{CronCreate, CronDelete, CronList};
 pub use plan::{EnterPlanMode, ExitPlanMode, PlanToolDeps};
 pub use shell::{BACKGROUND_UNSUPPORTED, Shell, find_shell};
 pub use todo::SetTodoList;
@@ -68,6 +71,9 @@ pub struct ToolDeps {
     pub events: EventSink,
     /// The model's capabilities (`image_in`, `video_in`, `thinking`, ...), for tools that depend on them.
     pub model_capabilities: BTreeSet<String>,
+    /// The session's scheduled prompts; `None` when `KIMI_DISABLE_CRON` turns them off (the cron tools
+    /// then do not load).
+    pub cron: Option<Arc<kimi_core::cron::CronStore>>,
     /// Plan mode, which EnterPlanMode / ExitPlanMode switch.
     pub plan: Arc<PlanMode>,
     /// What the `Agent` tool starts subagents with; `None` for a subagent's own tools (and sessions
@@ -119,6 +125,10 @@ pub const DEFAULT_TOOLS: &[&str] = &[
     "EnterPlanMode",
 ];
 
+/// Our tools beyond the reference, offered by the default agent after the reference's. Agent files name
+/// them by tool name: the reference has no module path for them.
+pub const OWN_TOOLS: &[&str] = &[cron::CREATE, cron::LIST, cron::DELETE];
+
 /// Reference tools we know but do not have yet; [`build_tool`] skips them (`Ok(None)`).
 const NOT_YET_AVAILABLE: &[&str] = &["TaskList", "TaskOutput", "TaskStop", "SendDMail", "Think"];
 
@@ -169,6 +179,16 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
             Ok(None) => return Ok(None),
             Err(e) => return Ok(no_http_client(name, &e)),
         },
+        cron::CREATE | cron::LIST | cron::DELETE => {
+            let Some(store) = deps.cron.clone() else {
+                return Ok(None);
+            };
+            match name {
+                cron::CREATE => Arc::new(CronCreate::new(store)),
+                cron::LIST => Arc::new(CronList::new(store)),
+                _ => Arc::new(CronDelete::new(store)),
+            }
+        }
         _ if NOT_YET_AVAILABLE.contains(&name) => {
             tracing::debug!(tool = name, "built-in tool not available yet; skipped");
             return Ok(None);
@@ -263,6 +283,7 @@ mod tests {
             subagents: None,
             web: WebSettings::default(),
             skills_dirs: Vec::new(),
+            cron: None,
         }
     }
 
@@ -306,6 +327,19 @@ mod tests {
         });
         let search = build_tool("SearchWeb", &with_search).unwrap().unwrap();
         assert_eq!(search.spec().name, "SearchWeb");
+        // Scheduled prompts load only with a store (KIMI_DISABLE_CRON unset).
+        for name in OWN_TOOLS {
+            assert!(build_tool(name, &deps).unwrap().is_none(), "{name}");
+        }
+        let clock: Arc<dyn kimi_core::cron::Clock> = Arc::new(kimi_core::cron::SystemClock);
+        let with_cron = ToolDeps {
+            cron: Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock))),
+            ..deps.clone()
+        };
+        for name in OWN_TOOLS {
+            let tool = build_tool(name, &with_cron).unwrap().unwrap();
+            assert_eq!(tool.spec().name, *name);
+        }
         assert_eq!(
             build_tool("Nope", &deps).unwrap_err(),
             UnknownTool { name: "Nope".into() }

@@ -3,7 +3,8 @@
 //!
 //! The server owns the turn state (is a `prompt` or `replay` running?) and answers the -32000 state
 //! errors itself, so an agent never sees a second concurrent prompt, and never a `steer` or `cancel`
-//! without a running turn.
+//! without a running turn. A turn the agent starts itself goes through the same slot
+//! ([`crate::TurnStarter`]).
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use crate::message::{Event, Request, UserInput};
 use crate::params::{
     InitializeParams, InitializeResult, PromptResult, ReplayResult, SetPlanModeResult, SteerResult,
 };
+use crate::server::TurnSlot;
 use crate::server::pending::{DuplicateId, PendingAnswer, PendingRequests, RequestScope};
 
 /// What the agent must do for each method. Each call runs in its own task; `prompt` and `replay` are
@@ -59,20 +61,26 @@ pub enum SendRequestError {
 pub struct ClientHandle {
     out: mpsc::Sender<String>,
     pending: Arc<PendingRequests>,
+    turn: Arc<TurnSlot>,
 }
 
 impl ClientHandle {
-    pub(crate) fn new(out: mpsc::Sender<String>, pending: Arc<PendingRequests>) -> Self {
-        Self { out, pending }
+    pub(crate) fn new(out: mpsc::Sender<String>, pending: Arc<PendingRequests>, turn: Arc<TurnSlot>) -> Self {
+        Self { out, pending, turn }
     }
 
     /// Streams one event (`method: "event"`). Waits only when the client is slow to read (bounded queue).
+    /// A `TurnEnd` ends a turn the agent started itself ([`crate::TurnStarter`]) for the client.
     pub async fn send_event(&self, event: &Event) -> Result<(), ConnectionClosed> {
         let line = jsonrpc::notification_line("event", event).map_err(|e| {
             tracing::error!(error = %e, "event failed to serialize");
             ConnectionClosed
         })?;
-        self.send_line(line).await
+        self.send_line(line).await?;
+        if matches!(event, Event::TurnEnd(_)) {
+            self.turn.turn_end_sent(&self.pending);
+        }
+        Ok(())
     }
 
     /// Sends a request whose answer is awaited through the returned [`PendingAnswer`]. The id is the

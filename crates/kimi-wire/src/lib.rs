@@ -12,7 +12,8 @@
 //! - [`named`]: reading client JSON by field name only (no positional arrays for objects).
 //! - [`framing`]: the capped line reader.
 //! - [`server`]: the dispatcher, the single stdout writer and the [`server::pending`] request registry.
-//! - [`WireAgent`]: the trait the agent core implements; [`ClientHandle`]: how it talks back.
+//! - [`WireAgent`]: the trait the agent core implements; [`ClientHandle`]: how it talks back;
+//!   [`TurnStarter`]: how it starts a turn of its own (a scheduled prompt) when none runs.
 //! - [`schema`]: JSON Schema and TypeScript export of the types.
 //!
 //! One rule holds everywhere: only the writer task touches stdout. This crate knows nothing of models or
@@ -32,7 +33,7 @@ pub mod server;
 pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
 pub use error_code::RpcError;
 pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
-pub use server::{Server, ServerConfig};
+pub use server::{AgentTurn, Server, ServerConfig, TurnStarter};
 
 /// The protocol version this server speaks.
 pub const PROTOCOL_VERSION: &str = "1.10";

@@ -3,6 +3,7 @@
 mod adversarial;
 mod cli;
 mod crash;
+mod cron;
 mod errors;
 mod faults;
 mod hooks;

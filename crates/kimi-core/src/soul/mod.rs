@@ -21,8 +21,8 @@ use crate::events::{EventSink, SubagentIdentity};
 use crate::hooks::HookEngine;
 use crate::mcp::McpManager;
 use crate::plan::PlanMode;
-use crate::skills::Skills;
 use crate::recorder::WriteError;
+use crate::skills::Skills;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;

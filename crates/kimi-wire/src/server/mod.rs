@@ -2,15 +2,16 @@
 //! client answers to their askers, and owns the turn state.
 //!
 //! Shutdown reads top to bottom in [`Server::run`]: input ends (EOF, a read error, stdout gone or the
-//! caller's shutdown signal) → the running turn is cancelled → every pending request is abandoned → the
-//! agent is told to shut down → in-flight handlers get a grace period → the writer drains what is queued
-//! and stops.
+//! caller's shutdown signal) → no turn may start any more and the running one is cancelled → every
+//! pending request is abandoned → in-flight handlers and the running turn get a grace period → the agent
+//! is told to shut down → the writer drains what is queued and stops.
 
 pub mod pending;
+mod turn;
 pub mod writer;
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -29,6 +30,8 @@ use crate::methods;
 use crate::named::from_value_named;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
+pub(crate) use turn::TurnSlot;
+pub use turn::{AgentTurn, TurnStarter};
 
 /// How long in-flight handlers may take to wind down after the connection closes.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -54,36 +57,8 @@ pub struct Server {
     config: ServerConfig,
     client: ClientHandle,
     pending: Arc<PendingRequests>,
+    turn: Arc<TurnSlot>,
     rx: mpsc::Receiver<String>,
-}
-
-/// Whether a `prompt` or `replay` is running, and how to cancel it. The reference calls this "streaming".
-#[derive(Default)]
-struct TurnSlot(Mutex<Option<CancellationToken>>);
-
-impl TurnSlot {
-    /// Claims the slot; `None` when something already runs.
-    fn begin(&self) -> Option<CancellationToken> {
-        let mut slot = self.lock();
-        if slot.is_some() {
-            return None;
-        }
-        let token = CancellationToken::new();
-        *slot = Some(token.clone());
-        Some(token)
-    }
-
-    fn end(&self) {
-        self.lock().take();
-    }
-
-    fn current(&self) -> Option<CancellationToken> {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }
 
 impl Server {
@@ -91,16 +66,23 @@ impl Server {
     pub fn new(config: ServerConfig) -> (Self, ClientHandle) {
         let (tx, rx) = mpsc::channel(writer::OUTBOX_CAPACITY);
         let pending = Arc::new(PendingRequests::default());
-        let client = ClientHandle::new(tx, Arc::clone(&pending));
+        let turn = Arc::new(TurnSlot::default());
+        let client = ClientHandle::new(tx, Arc::clone(&pending), Arc::clone(&turn));
         (
             Self {
                 config,
                 client: client.clone(),
                 pending,
+                turn,
                 rx,
             },
             client,
         )
+    }
+
+    /// A handle through which the agent starts turns of its own (see [`TurnStarter`]).
+    pub fn turn_starter(&self) -> TurnStarter {
+        TurnStarter::new(Arc::clone(&self.turn), Arc::clone(&self.pending))
     }
 
     /// Serves until the input ends or `shutdown` completes. Returns when everything queued is written.
@@ -115,6 +97,7 @@ impl Server {
             config,
             client,
             pending,
+            turn,
             rx,
         } = self;
         let closing = CancellationToken::new();
@@ -125,7 +108,7 @@ impl Server {
             client,
             pending: Arc::clone(&pending),
             agent: Arc::clone(&agent),
-            turn: Arc::new(TurnSlot::default()),
+            turn: Arc::clone(&turn),
             tasks: JoinSet::new(),
         };
         let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, input), config.max_line_bytes);
@@ -163,12 +146,14 @@ impl Server {
         // Cancel first, then release the pending requests: a turn woken by its abandoned approval
         // must already see the cancellation, or it would go on as if the user had said no (and
         // report `finished` instead of `cancelled`).
-        if let Some(token) = dispatcher.turn.current() {
+        if let Some(token) = turn.close() {
             token.cancel();
         }
         pending.abandon_all(Abandoned::ConnectionClosed);
+        // A turn the agent started is not one of our tasks: wait for it to free the slot as well.
         let grace = tokio::time::timeout(SHUTDOWN_GRACE, async {
             while dispatcher.tasks.join_next().await.is_some() {}
+            turn.ended().await;
         });
         if grace.await.is_err() {
             tracing::warn!("handlers did not finish in time; aborting them");
@@ -224,7 +209,10 @@ impl<A: WireAgent> Dispatcher<A> {
                 // external tools and capabilities it registers.
                 let result = self.agent.initialize(params).await;
                 match result {
-                    Ok(result) => self.reply(&id, &result).await,
+                    Ok(result) => {
+                        self.reply(&id, &result).await;
+                        self.turn.mark_client_ready();
+                    }
                     Err(error) => self.reply_error(Some(&id), error).await,
                 }
             }
@@ -235,17 +223,10 @@ impl<A: WireAgent> Dispatcher<A> {
                 let Some(token) = self.turn.begin() else {
                     return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
                 };
-                let (agent, turn, pending) = (
-                    Arc::clone(&self.agent),
-                    Arc::clone(&self.turn),
-                    Arc::clone(&self.pending),
-                );
-                self.spawn_reply(id, async move {
+                let (agent, pending) = (Arc::clone(&self.agent), Arc::clone(&self.pending));
+                self.spawn_turn_reply(id, async move {
                     let result = agent.prompt(params.user_input, token).await;
                     pending.abandon_scope(RequestScope::Turn, Abandoned::TurnEnded);
-                    // Free the slot before the answer is queued: a client may send the next prompt
-                    // the moment it reads this one's result.
-                    turn.end();
                     result
                 });
             }
@@ -277,12 +258,8 @@ impl<A: WireAgent> Dispatcher<A> {
                 let Some(token) = self.turn.begin() else {
                     return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
                 };
-                let (agent, turn) = (Arc::clone(&self.agent), Arc::clone(&self.turn));
-                self.spawn_reply(id, async move {
-                    let result = agent.replay(token).await;
-                    turn.end();
-                    result
-                });
+                let agent = Arc::clone(&self.agent);
+                self.spawn_turn_reply(id, async move { agent.replay(token).await });
             }
             other => {
                 self.reply_error(Some(&id), RpcError::method_not_found(other))
@@ -314,14 +291,42 @@ impl<A: WireAgent> Dispatcher<A> {
         R: Serialize + Send + 'static,
         F: Future<Output = Result<R, RpcError>> + Send + 'static,
     {
+        self.spawn_reply_after(id, work, None);
+    }
+
+    /// Like [`Self::spawn_reply`] for work that holds the turn slot, which it frees when the work is done.
+    fn spawn_turn_reply<R, F>(&mut self, id: String, work: F)
+    where
+        R: Serialize + Send + 'static,
+        F: Future<Output = Result<R, RpcError>> + Send + 'static,
+    {
+        let turn = Arc::clone(&self.turn);
+        self.spawn_reply_after(id, work, Some(turn));
+    }
+
+    fn spawn_reply_after<R, F>(&mut self, id: String, work: F, turn: Option<Arc<TurnSlot>>)
+    where
+        R: Serialize + Send + 'static,
+        F: Future<Output = Result<R, RpcError>> + Send + 'static,
+    {
         let client = self.client.clone();
         self.tasks.spawn(async move {
-            let line = match work.await {
+            let result = work.await;
+            // Free the slot before the answer is queued: a client may send the next prompt the moment it
+            // reads this one's result. A turn the agent starts itself waits until the answer is queued, so
+            // the client never sees it begin before the answer to its own request.
+            if let Some(turn) = &turn {
+                turn.end_before_reply();
+            }
+            let line = match result {
                 Ok(result) => jsonrpc::result_line(&id, &result)
                     .unwrap_or_else(|e| jsonrpc::error_line(Some(&id), &RpcError::internal(e.to_string()))),
                 Err(error) => jsonrpc::error_line(Some(&id), &error),
             };
             let _ = client.send_line(line).await;
+            if let Some(turn) = &turn {
+                turn.replied();
+            }
         });
     }
 
