@@ -11,19 +11,24 @@
 //! - [`config`], [`paths`]: configuration and well-known paths.
 //! - [`slash`]: slash commands.
 //! - [`mcp`]: tools from MCP servers (rmcp), their loading and status.
+//! - [`background`]: background tasks; [`notifications`]: what the model and client hear about them;
+//!   [`procgroup`]: stopping process groups.
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
 pub mod agent_spec;
 pub mod approval;
+pub mod background;
 pub mod config;
 pub mod context;
 pub mod events;
 pub mod hooks;
 pub mod llm;
 pub mod mcp;
+pub mod notifications;
 pub mod paths;
 pub mod plan;
+pub mod procgroup;
 pub mod prompt;
 pub mod recorder;
 pub mod runtime;
