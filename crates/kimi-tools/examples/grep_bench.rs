@@ -22,6 +22,7 @@ async fn grep_once(tool: &Arc<Grep>, pattern: &str, mode: &str) -> anyhow::Resul
         tool_call_id: "bench".to_owned(),
         raw_arguments: None,
         cancel: CancellationToken::new(),
+        plan_mode: false,
     };
     match Arc::clone(tool).plan(args, ctx).await {
         Ok(plan) => Ok(plan.run.await),

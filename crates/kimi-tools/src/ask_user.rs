@@ -256,6 +256,7 @@ mod tests {
             tool_call_id: "tc-q1".into(),
             raw_arguments: None,
             cancel: cancel.clone(),
+            plan_mode: false,
         }
     }
 

@@ -9,6 +9,7 @@
 //! Layout:
 //! - `shell` ([`Shell`]): one bash command, with its process-group handling in `shell/process.rs`.
 //! - `todo` ([`SetTodoList`]): the session's todo list.
+//! - `task` ([`TaskList`], [`TaskOutput`], [`TaskStop`]): the session's background tasks.
 //! - `ask_user` ([`AskUserQuestion`]): multiple-choice questions to the user over the wire.
 //! - [`mod@file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
@@ -26,6 +27,7 @@ pub mod file;
 pub mod json;
 pub mod output;
 mod shell;
+mod task;
 #[cfg(test)]
 mod testutil;
 mod todo;
@@ -34,13 +36,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kimi_core::approval::ApprovalRuntime;
+use kimi_core::background::TaskManager;
 use kimi_core::events::EventSink;
 use kimi_core::state::{ClientFlags, Environment, SessionState};
 use kimi_core::toolset::{Tool, schema_for};
 use kimi_llm::ToolSpec;
 
 pub use ask_user::AskUserQuestion;
-pub use shell::{BACKGROUND_UNSUPPORTED, Shell, find_shell};
+pub use shell::{Shell, find_shell};
+pub use task::{TaskList, TaskOutput, TaskStop};
 pub use todo::SetTodoList;
 
 /// What the built-in tools may use from the session.
@@ -58,6 +62,8 @@ pub struct ToolDeps {
     pub events: EventSink,
     /// The model's capabilities (`image_in`, `video_in`, `thinking`, ...), for tools that depend on them.
     pub model_capabilities: BTreeSet<String>,
+    /// The session's background tasks (a subagent gets [`TaskManager::for_subagent`]).
+    pub tasks: TaskManager,
 }
 
 /// A tool name no built-in tool has.
@@ -92,9 +98,6 @@ pub const DEFAULT_TOOLS: &[&str] = &[
 /// Reference tools we know but do not have yet; [`build_tool`] skips them (`Ok(None)`).
 const NOT_YET_AVAILABLE: &[&str] = &[
     "Agent",
-    "TaskList",
-    "TaskOutput",
-    "TaskStop",
     "SearchWeb",
     "FetchURL",
     "ExitPlanMode",
@@ -106,12 +109,14 @@ const NOT_YET_AVAILABLE: &[&str] = &[
 /// Builds the built-in tool called `name`.
 ///
 /// `Ok(None)` means the tool does not load in this session, as the reference's `SkipThisTool`; for now
-/// that is every known tool not written yet: Agent, TaskList, TaskOutput, TaskStop, the file tools
-/// (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile), SearchWeb, FetchURL, ExitPlanMode,
-/// EnterPlanMode, SendDMail and Think. A name no reference tool has is an [`UnknownTool`] error.
+/// that is every known tool not written yet: Agent, SearchWeb, FetchURL, ExitPlanMode, EnterPlanMode,
+/// SendDMail and Think (and ReadMediaFile for models without image or video input). A name no reference tool has is an [`UnknownTool`] error.
 pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     let tool: Arc<dyn Tool> = match name {
-        shell::NAME => Arc::new(Shell::new(&deps.env)),
+        shell::NAME => Arc::new(Shell::new(&deps.env, deps.tasks.clone())),
+        task::LIST => Arc::new(TaskList::new(deps.tasks.clone())),
+        task::OUTPUT => Arc::new(TaskOutput::new(deps.tasks.clone())),
+        task::STOP => Arc::new(TaskStop::new(deps.tasks.clone())),
         todo::NAME => Arc::new(SetTodoList::new(Arc::clone(&deps.state))),
         ask_user::NAME => Arc::new(AskUserQuestion::new(
             Arc::clone(&deps.approvals),
@@ -198,7 +203,7 @@ mod tests {
     use kimi_core::approval::ApprovalState;
     use pretty_assertions::assert_eq;
 
-    fn deps(client: &FakeClient) -> ToolDeps {
+    fn deps(client: &FakeClient, tasks: &crate::task::testing::Tasks) -> ToolDeps {
         let dir = std::env::temp_dir();
         ToolDeps {
             env: Arc::new(Environment {
@@ -214,13 +219,15 @@ mod tests {
             )),
             events: EventSink::new(client.handle.clone(), None),
             model_capabilities: BTreeSet::new(),
+            tasks: tasks.manager.clone(),
         }
     }
 
     #[tokio::test]
     async fn builds_what_exists_and_skips_the_rest() {
         let client = FakeClient::start();
-        let deps = deps(&client);
+        let tasks = crate::task::testing::Tasks::new();
+        let deps = deps(&client, &tasks);
         let mut built = Vec::new();
         for name in DEFAULT_TOOLS {
             if let Some(tool) = build_tool(name, &deps).unwrap() {
@@ -235,6 +242,9 @@ mod tests {
                 "AskUserQuestion",
                 "SetTodoList",
                 "Shell",
+                "TaskList",
+                "TaskOutput",
+                "TaskStop",
                 "ReadFile",
                 "Glob",
                 "Grep",

@@ -175,6 +175,7 @@ mod tests {
             tool_call_id: "tc-1".into(),
             raw_arguments: None,
             cancel: CancellationToken::new(),
+            plan_mode: false,
         };
         match Arc::clone(tool).plan(args, ctx).await {
             Ok(plan) => {

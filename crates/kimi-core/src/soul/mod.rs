@@ -3,6 +3,7 @@
 
 mod compaction;
 mod message;
+mod notify;
 mod step;
 mod turn;
 
@@ -18,6 +19,7 @@ use crate::context::Context;
 use crate::events::EventSink;
 use crate::hooks::HookEngine;
 use crate::mcp::McpManager;
+use crate::notifications::NotificationQueue;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
@@ -105,6 +107,8 @@ pub struct Soul {
     pub(crate) dedup: Mutex<DedupTracker>,
     /// MCP servers, attached once after startup (see [`Soul::attach_mcp`]).
     mcp: OnceLock<Arc<McpManager>>,
+    /// The session's notifications, delivered by the root agent (see [`Soul::attach_notifications`]).
+    notifications: OnceLock<Arc<NotificationQueue>>,
 }
 
 /// Everything a [`Soul`] is built from.
@@ -149,6 +153,7 @@ impl Soul {
             plan_slug: Mutex::new(parts.plan_slug),
             dedup: Mutex::new(DedupTracker::new()),
             mcp: OnceLock::new(),
+            notifications: OnceLock::new(),
         }
     }
 

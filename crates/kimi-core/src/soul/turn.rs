@@ -60,6 +60,7 @@ impl Soul {
             () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
             result = self.turn_with_stop_hook(input, &source, &cancel) => result,
         };
+        self.deliver_notifications_to_client().await;
         self.events.emit(Event::TurnEnd(TurnEnd {})).await;
         self.approvals.cancel_source(&source.id).await;
         self.flush(true).await;

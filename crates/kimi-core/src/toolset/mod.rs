@@ -312,6 +312,7 @@ impl Dispatch {
             tool_call_id: call.id.clone(),
             raw_arguments: call.function.arguments.clone(),
             cancel: self.cancel.clone(),
+            plan_mode: self.plan_file.is_some(),
         };
         let plan = match tool.plan(args, ctx).await {
             Ok(plan) => plan,

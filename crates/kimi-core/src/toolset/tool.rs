@@ -46,6 +46,8 @@ pub struct CallContext {
     pub raw_arguments: Option<String>,
     /// Fires when the turn is cancelled; long-running tools should stop promptly.
     pub cancel: CancellationToken,
+    /// Whether plan mode is on for this call (tools that change things outside files may refuse).
+    pub plan_mode: bool,
 }
 
 /// A validated call, ready to run once allowed.

@@ -156,6 +156,7 @@ pub(crate) mod test_support {
             tool_call_id: "tc-1".into(),
             raw_arguments: None,
             cancel: CancellationToken::new(),
+            plan_mode: false,
         }
     }
 
