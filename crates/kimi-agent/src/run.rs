@@ -7,11 +7,13 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use kimi_core::agent_spec::{self, AgentSpec};
 use kimi_core::approval::{ApprovalRuntime, ApprovalState};
+use kimi_core::background::TaskManager;
 use kimi_core::config::{self, Config, HookEvent};
 use kimi_core::context::Context;
 use kimi_core::events::EventSink;
 use kimi_core::hooks::{HookEngine, input as hook_input};
 use kimi_core::mcp::{McpManager, McpSettings};
+use kimi_core::notifications::{NotificationQueue, Sink, ids_in_history};
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
@@ -116,6 +118,13 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         |p| p.to_string_lossy().into_owned(),
     );
     let spec = AgentSpec::load(&agent_path)?;
+    let notifications = Arc::new(NotificationQueue::open(&session.dir));
+    let tasks = TaskManager::open(
+        &session.dir,
+        &session.id,
+        config.background.clone(),
+        Arc::clone(&notifications),
+    );
     let deps = kimi_tools::ToolDeps {
         env: Arc::clone(&environment),
         state: Arc::clone(&session_state),
@@ -123,6 +132,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         approvals: Arc::clone(&approvals),
         events: events.clone(),
         model_capabilities: model.capabilities.clone(),
+        tasks: tasks.clone(),
     };
     register_tools(&toolset, &spec.effective_tools(), &deps);
 
@@ -130,6 +140,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     vars.extend(spec.system_prompt_args.clone());
     let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
     let context = Context::open(&session.context_path(), system_prompt).await;
+    // What the model was already told (in this session's history) is not told again.
+    notifications.ack_all(Sink::Llm, &ids_in_history(context.messages()));
 
     let loop_control = &config.loop_control;
     let settings = LoopSettings {
@@ -177,6 +189,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         Arc::clone(soul.toolset()),
     );
     soul.attach_mcp(Arc::clone(&mcp));
+    soul.attach_notifications(notifications);
     let info = AgentInfo {
         server: ServerInfo {
             name: "kimi-agent".into(),
@@ -196,6 +209,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     if tokio::time::timeout(SESSION_END_HOOK_LIMIT, end).await.is_err() {
         tracing::warn!("SessionEnd hooks did not finish in time");
     }
+    // Reference order: after SessionEnd; stopped unless `background.keep_alive_on_exit`.
+    tasks.shutdown().await;
     hooks.shutdown(HOOK_SHUTDOWN_GRACE).await;
     Ok(())
 }

@@ -117,11 +117,15 @@ mod tests {
         );
         assert!(check_len("x", 2, 2, 4).is_ok());
         assert_eq!(
-            check_range("TaskListParams", "limit", 0, 1, 100).unwrap_err().message,
+            check_range("TaskListParams", "limit", 0, 1, 100)
+                .unwrap_err()
+                .message,
             "Error validating JSON arguments: 1 validation error for TaskListParams\nlimit\n  Input should be greater than or equal to 1"
         );
         assert_eq!(
-            check_range("TaskOutputParams", "timeout", 3601, 0, 3600).unwrap_err().message,
+            check_range("TaskOutputParams", "timeout", 3601, 0, 3600)
+                .unwrap_err()
+                .message,
             "Error validating JSON arguments: 1 validation error for TaskOutputParams\ntimeout\n  Input should be less than or equal to 3600"
         );
         assert!(check_range("M", "x", 5, 1, 5).is_ok());

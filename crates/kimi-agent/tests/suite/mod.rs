@@ -1,5 +1,6 @@
 //! One module per area of the protocol; the shared harness is in `tests/common`.
 
+mod background;
 mod cli;
 mod crash;
 mod errors;

@@ -56,7 +56,16 @@ mod tests {
         for ok in ["bash-abc12345", "ab", "a-", "0123456789012345678901234"] {
             assert!(is_valid_task_id(ok), "{ok}");
         }
-        for bad in ["", "a", "-abc", "Bash-1", "../etc", "a/b", "bash_1", "01234567890123456789012345"] {
+        for bad in [
+            "",
+            "a",
+            "-abc",
+            "Bash-1",
+            "../etc",
+            "a/b",
+            "bash_1",
+            "01234567890123456789012345",
+        ] {
             assert!(!is_valid_task_id(bad), "{bad}");
         }
     }

@@ -188,7 +188,9 @@ impl TaskManager {
     /// Starts `request` as a bash task and returns it (running).
     pub fn create_bash_task(&self, request: BashTaskRequest) -> Result<TaskView, TaskError> {
         self.ensure_root()?;
-        let mut spec = self.inner.new_spec(TaskKind::Bash, &request.description, &request.tool_call_id);
+        let mut spec = self
+            .inner
+            .new_spec(TaskKind::Bash, &request.description, &request.tool_call_id);
         spec.command = Some(request.command.clone());
         spec.shell_name = Some(request.shell_name.clone());
         spec.shell_path = Some(request.shell_path.to_string_lossy().into_owned());
@@ -215,9 +217,7 @@ impl TaskManager {
             Ok(child) => child,
             Err(e) => {
                 let reason = format!("Failed to launch worker: {e}");
-                let notice = inner.apply_locked(&mut tasks, &id, TaskEvent::Fail { reason })?;
-                drop(tasks);
-                inner.publish(notice);
+                inner.apply_locked(&mut tasks, &id, TaskEvent::Fail { reason })?;
                 return Err(TaskError::Launch(e));
             }
         };
@@ -346,11 +346,7 @@ impl TaskManager {
     /// Ends the session's tasks: each active one is stopped with the reason `CLI session ended` and
     /// awaited, unless `background.keep_alive_on_exit` keeps them running after we exit.
     pub async fn shutdown(&self) {
-        let active: Vec<String> = self
-            .list(true, None)
-            .into_iter()
-            .map(|v| v.spec.id)
-            .collect();
+        let active: Vec<String> = self.list(true, None).into_iter().map(|v| v.spec.id).collect();
         if self.inner.config.keep_alive_on_exit {
             if !active.is_empty() {
                 tracing::info!(tasks = ?active, "background tasks kept running after exit");
@@ -389,7 +385,9 @@ impl TaskManager {
 
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
-        self.tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn get(&self, id: &str) -> Option<TaskView> {
@@ -447,45 +445,39 @@ impl Inner {
         Ok((id, stop))
     }
 
-    /// Applies `event` and writes the runtime record. Returns the notification to publish when the
-    /// task just reached a final status (published by the caller once the lock is released).
+    /// Applies `event` and writes the runtime record; when the task just reached a final status, its
+    /// notification is published first, so whoever sees the end (TaskOutput with `block`, a reader of
+    /// `runtime.json`) finds the notification already queued for the next step.
     fn apply_locked(
         &self,
         tasks: &mut BTreeMap<String, Entry>,
         id: &str,
         event: TaskEvent,
-    ) -> Result<Option<NotificationEvent>, TaskError> {
+    ) -> Result<(), TaskError> {
         let entry = tasks
             .get_mut(id)
             .ok_or_else(|| TaskError::NotFound(id.to_owned()))?;
         let Applied::Changed(status) = entry.view.runtime.apply(event, unix_now())? else {
-            return Ok(None);
+            return Ok(());
         };
+        // The notification is queued before anyone can see the end (in `runtime.json` or by waiting),
+        // so whatever follows the end hears of it.
+        if status.is_terminal() {
+            entry.stop = None;
+            if let Some(notice) = terminal_notification(&entry.view) {
+                self.notifications.publish(notice);
+            }
+        }
         if let Err(e) = self.store.write_runtime(id, &entry.view.runtime) {
             tracing::error!(task = id, error = %e, "task runtime not written");
         }
         entry.status.send_replace(status);
-        if !status.is_terminal() {
-            return Ok(None);
-        }
-        entry.stop = None;
-        Ok(terminal_notification(&entry.view))
-    }
-
-    /// Applies `event` and publishes the notification it causes.
-    fn record(&self, id: &str, event: TaskEvent) -> Result<(), TaskError> {
-        let notice = {
-            let mut tasks = self.lock();
-            self.apply_locked(&mut tasks, id, event)?
-        };
-        self.publish(notice);
         Ok(())
     }
 
-    fn publish(&self, notice: Option<NotificationEvent>) {
-        if let Some(event) = notice {
-            self.notifications.publish(event);
-        }
+    /// Applies `event` to task `id`.
+    fn record(&self, id: &str, event: TaskEvent) -> Result<(), TaskError> {
+        self.apply_locked(&mut self.lock(), id, event)
     }
 
     /// Records how a supervised bash command ended.
@@ -493,7 +485,12 @@ impl Inner {
         let mut tasks = self.lock();
         let kill_reason = tasks
             .get(id)
-            .and_then(|e| e.view.control.kill_requested_at.map(|_| e.view.control.kill_reason.clone()))
+            .and_then(|e| {
+                e.view
+                    .control
+                    .kill_requested_at
+                    .map(|_| e.view.control.kill_reason.clone())
+            })
             .map(|reason| reason.unwrap_or_else(|| "Killed".to_owned()));
         let event = match (end, kill_reason) {
             (BashEnd::TimedOut(exit_code), _) => TaskEvent::TimeOut {
@@ -511,12 +508,8 @@ impl Inner {
             (BashEnd::Exited(exit_code), None) => TaskEvent::Exit { exit_code },
             (BashEnd::Detached, _) => return,
         };
-        match self.apply_locked(&mut tasks, id, event) {
-            Ok(notice) => {
-                drop(tasks);
-                self.publish(notice);
-            }
-            Err(e) => tracing::error!(task = id, error = %e, "task end not recorded"),
+        if let Err(e) = self.apply_locked(&mut tasks, id, event) {
+            tracing::error!(task = id, error = %e, "task end not recorded");
         }
     }
 
@@ -564,40 +557,37 @@ impl Inner {
     fn recover(self: &Arc<Self>) {
         let mut views = self.store.load_all();
         views.sort_by(|a, b| a.spec.created_at.total_cmp(&b.spec.created_at));
-        let mut notices = Vec::new();
-        {
-            let mut tasks = self.lock();
-            for view in views {
-                let id = view.spec.id.clone();
-                let unfinished = !view.runtime.status.is_terminal();
-                let adopted = unfinished.then(|| adoptable_group(&view)).flatten();
-                let settle = (unfinished && adopted.is_none()).then(|| settle_event(&view));
-                let stop = adopted.map(|_| CancellationToken::new());
-                tasks.insert(id.clone(), Entry::new(view, stop.clone()));
-                if let Some(event) = settle
-                    && let Err(e) = self.apply_locked(&mut tasks, &id, event)
-                {
-                    tracing::error!(task = %id, error = %e, "unfinished task not settled");
-                }
-                if let (Some(pgid), Some(stop)) = (adopted, stop) {
-                    tracing::info!(task = %id, pgid, "adopting a background task that is still running");
-                    let inner = Arc::clone(self);
-                    self.supervisors
-                        .spawn(async move { inner.watch_adopted(&id, pgid, &stop).await });
-                }
+        let mut tasks = self.lock();
+        for view in views {
+            let id = view.spec.id.clone();
+            let unfinished = !view.runtime.status.is_terminal();
+            let adopted = unfinished.then(|| adoptable_group(&view)).flatten();
+            let settle = (unfinished && adopted.is_none()).then(|| settle_event(&view));
+            let stop = adopted.map(|_| CancellationToken::new());
+            tasks.insert(id.clone(), Entry::new(view, stop.clone()));
+            if let Some(event) = settle
+                && let Err(e) = self.apply_locked(&mut tasks, &id, event)
+            {
+                tracing::error!(task = %id, error = %e, "unfinished task not settled");
             }
-            let mut finished: Vec<&TaskView> = tasks
-                .values()
-                .map(|e| &e.view)
-                .filter(|v| v.runtime.status.is_terminal())
-                .collect();
-            finished.sort_by(|a, b| {
-                let end = |v: &TaskView| v.runtime.finished_at.unwrap_or(v.runtime.updated_at);
-                end(a).total_cmp(&end(b))
-            });
-            notices.extend(finished.into_iter().filter_map(terminal_notification));
+            if let (Some(pgid), Some(stop)) = (adopted, stop) {
+                tracing::info!(task = %id, pgid, "adopting a background task that is still running");
+                let inner = Arc::clone(self);
+                self.supervisors
+                    .spawn(async move { inner.watch_adopted(&id, pgid, &stop).await });
+            }
         }
-        for notice in notices {
+        // Tasks that ended while no agent could announce them.
+        let mut finished: Vec<&TaskView> = tasks
+            .values()
+            .map(|e| &e.view)
+            .filter(|v| v.runtime.status.is_terminal())
+            .collect();
+        finished.sort_by(|a, b| {
+            let end = |v: &TaskView| v.runtime.finished_at.unwrap_or(v.runtime.updated_at);
+            end(a).total_cmp(&end(b))
+        });
+        for notice in finished.into_iter().filter_map(terminal_notification) {
             self.notifications.publish(notice);
         }
     }
@@ -630,12 +620,8 @@ impl Inner {
                 reason: "The task ended while no agent supervised it; its exit code is unknown".to_owned(),
             },
         };
-        match self.apply_locked(&mut tasks, id, event) {
-            Ok(notice) => {
-                drop(tasks);
-                self.publish(notice);
-            }
-            Err(e) => tracing::error!(task = id, error = %e, "adopted task end not recorded"),
+        if let Err(e) = self.apply_locked(&mut tasks, id, event) {
+            tracing::error!(task = id, error = %e, "adopted task end not recorded");
         }
     }
 }

@@ -22,10 +22,19 @@ pub fn terminal_notification(view: &TaskView) -> Option<NotificationEvent> {
     let reason = runtime.terminal_reason();
     let description = &view.spec.description;
     let (severity, title) = match reason {
-        "completed" => (Severity::Success, format!("Background task completed: {description}")),
-        "timed_out" => (Severity::Error, format!("Background task timed out: {description}")),
+        "completed" => (
+            Severity::Success,
+            format!("Background task completed: {description}"),
+        ),
+        "timed_out" => (
+            Severity::Error,
+            format!("Background task timed out: {description}"),
+        ),
         "failed" => (Severity::Error, format!("Background task failed: {description}")),
-        "killed" => (Severity::Warning, format!("Background task stopped: {description}")),
+        "killed" => (
+            Severity::Warning,
+            format!("Background task stopped: {description}"),
+        ),
         "lost" => (Severity::Warning, format!("Background task lost: {description}")),
         _ => (Severity::Info, format!("Background task updated: {description}")),
     };
@@ -173,7 +182,9 @@ mod tests {
     #[test]
     fn a_timed_out_task() {
         let mut view = view();
-        view.runtime.apply(TaskEvent::Launch { worker_pid: 1 }, 100.0).unwrap();
+        view.runtime
+            .apply(TaskEvent::Launch { worker_pid: 1 }, 100.0)
+            .unwrap();
         view.runtime
             .apply(
                 TaskEvent::TimeOut {
@@ -214,13 +225,19 @@ mod tests {
     #[test]
     fn completed_and_stopped_titles() {
         let mut done = view();
-        done.runtime.apply(TaskEvent::Exit { exit_code: 0 }, 101.0).unwrap();
+        done.runtime
+            .apply(TaskEvent::Exit { exit_code: 0 }, 101.0)
+            .unwrap();
         let event = terminal_notification(&done).unwrap();
         assert_eq!(
             (event.severity, event.title.as_str()),
             (Severity::Success, "Background task completed: build")
         );
-        assert!(event.body.contains("Status: completed (Completed at: "), "{}", event.body);
+        assert!(
+            event.body.contains("Status: completed (Completed at: "),
+            "{}",
+            event.body
+        );
         let mut killed = view();
         killed
             .runtime
@@ -242,7 +259,9 @@ mod tests {
     #[test]
     fn model_block() {
         let mut view = view();
-        view.runtime.apply(TaskEvent::Exit { exit_code: 1 }, 101.0).unwrap();
+        view.runtime
+            .apply(TaskEvent::Exit { exit_code: 1 }, 101.0)
+            .unwrap();
         assert_eq!(
             task_notification_lines(&view, "a\nb").join("\n"),
             "<task-notification>\nTask ID: bash-abcdefgh\nTask Type: bash\nDescription: build\nStatus: failed\n\

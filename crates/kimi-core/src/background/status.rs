@@ -410,7 +410,9 @@ mod tests {
     fn each_event_records_what_the_reference_records() {
         let mut runtime = TaskRuntime::new(1.0);
         runtime.apply(TaskEvent::Launch { worker_pid: 7 }, 2.0).unwrap();
-        runtime.apply(TaskEvent::Start { child_pid: Some(99) }, 3.0).unwrap();
+        runtime
+            .apply(TaskEvent::Start { child_pid: Some(99) }, 3.0)
+            .unwrap();
         assert_eq!(
             (
                 runtime.worker_pid,
@@ -485,7 +487,12 @@ mod tests {
         assert_eq!(runtime.started_at, Some(3.0));
         assert_eq!(runtime.child_pgid, None);
         runtime
-            .apply(TaskEvent::AwaitApproval { reason: "waiting".into() }, 4.0)
+            .apply(
+                TaskEvent::AwaitApproval {
+                    reason: "waiting".into(),
+                },
+                4.0,
+            )
             .unwrap();
         assert_eq!(runtime.failure_reason.as_deref(), Some("waiting"));
         runtime.apply(TaskEvent::Resume, 5.0).unwrap();

@@ -8,8 +8,8 @@ use pretty_assertions::assert_eq;
 
 use super::*;
 use crate::config::BackgroundConfig;
-use crate::procgroup;
 use crate::notifications::{NotificationQueue, Sink};
+use crate::procgroup;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -120,10 +120,7 @@ async fn a_finished_command_is_recorded_and_announced() {
 #[tokio::test]
 async fn a_failing_command_and_a_timeout() {
     let s = open(config());
-    let failed = s
-        .tasks
-        .create_bash_task(bash("exit 4", s.dir.path()))
-        .unwrap();
+    let failed = s.tasks.create_bash_task(bash("exit 4", s.dir.path())).unwrap();
     let failed = s.tasks.wait(&failed.spec.id, WAIT).await.unwrap();
     assert_eq!(
         (
@@ -301,9 +298,14 @@ async fn reopening_adopts_live_tasks_and_settles_the_rest() {
         .tasks
         .create_bash_task(bash("sleep 30", first.dir.path()))
         .unwrap();
-    let done = first.tasks.create_bash_task(bash("true", first.dir.path())).unwrap();
+    let done = first
+        .tasks
+        .create_bash_task(bash("true", first.dir.path()))
+        .unwrap();
     first.tasks.wait(&done.spec.id, WAIT).await.unwrap();
-    first.queue.ack(Sink::Llm, &first.queue.pending(Sink::Llm, 1)[0].id);
+    first
+        .queue
+        .ack(Sink::Llm, &first.queue.pending(Sink::Llm, 1)[0].id);
     // A task whose process is gone (an earlier agent crashed), as the files would show it.
     let dead = {
         let mut view = first.tasks.get(&done.spec.id).unwrap();
@@ -315,7 +317,9 @@ async fn reopening_adopts_live_tasks_and_settles_the_rest() {
             started_at: Some(1.0),
             ..TaskRuntime::new(1.0)
         };
-        TaskStore::new(first.dir.path().join("tasks")).create(&view).unwrap();
+        TaskStore::new(first.dir.path().join("tasks"))
+            .create(&view)
+            .unwrap();
         view.spec.id
     };
     first.tasks.shutdown().await;
@@ -340,7 +344,11 @@ async fn reopening_adopts_live_tasks_and_settles_the_rest() {
     assert_eq!(pending, [dead.clone()]);
 
     let pid = i32::try_from(live.runtime.child_pid.unwrap()).unwrap();
-    let killed = second.tasks.kill(&live.spec.id, "Stopped by TaskStop").await.unwrap();
+    let killed = second
+        .tasks
+        .kill(&live.spec.id, "Stopped by TaskStop")
+        .await
+        .unwrap();
     assert_eq!(killed.runtime.status, TaskStatus::Killed);
     assert!(gone_soon(pid).await);
 }
@@ -373,14 +381,15 @@ async fn other_kinds_run_through_start_task() {
         .unwrap();
     assert!(view.spec.id.starts_with("agent-"));
     assert_eq!(view.runtime.status, TaskStatus::Starting);
-    let still = s.tasks.wait(&view.spec.id, Duration::from_millis(50)).await.unwrap();
+    let still = s
+        .tasks
+        .wait(&view.spec.id, Duration::from_millis(50))
+        .await
+        .unwrap();
     assert_eq!(still.runtime.status, TaskStatus::Running);
     assert!(format_task(&still, true).contains("agent_id: a1\nsubagent_type: explore"));
     release.send(0).unwrap();
     let done = s.tasks.wait(&view.spec.id, WAIT).await.unwrap();
     assert_eq!(done.runtime.status, TaskStatus::Completed);
-    assert!(matches!(
-        s.tasks.record(&view.spec.id, TaskEvent::Resume),
-        Ok(())
-    ));
+    assert!(matches!(s.tasks.record(&view.spec.id, TaskEvent::Resume), Ok(())));
 }

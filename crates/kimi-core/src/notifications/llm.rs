@@ -79,7 +79,10 @@ mod tests {
             dedupe_key: None,
         };
         assert_eq!(
-            notification_text(&event, &["<task-notification>".into(), "</task-notification>".into()]),
+            notification_text(
+                &event,
+                &["<task-notification>".into(), "</task-notification>".into()]
+            ),
             "<notification id=\"nabc\" category=\"task\" type=\"task.failed\" source_kind=\"background_task\" source_id=\"bash-1\">\n\
              Title: Background task failed: build\nSeverity: error\nTask ID: bash-1\nStatus: failed\n\
              <task-notification>\n</task-notification>\n</notification>"
@@ -91,10 +94,7 @@ mod tests {
         let history = vec![
             Message::user_text("<notification id=\"n1\" category=\"task\">x</notification>"),
             Message::user_text("a <notification id=\"n2\"> and <notification id=\"n3\">"),
-            Message::assistant(
-                vec![ContentPart::text("<notification id=\"n4\">")],
-                Vec::new(),
-            ),
+            Message::assistant(vec![ContentPart::text("<notification id=\"n4\">")], Vec::new()),
             Message::user_text("<notification id=\"\">"),
         ];
         assert_eq!(

@@ -20,7 +20,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 pub use llm::{ids_in_history, notification_text};
-pub use model::{ALL_SINKS, Category, Delivery, DeliveryStatus, NotificationEvent, Severity, Sink, SinkState, unix_now};
+pub use model::{
+    ALL_SINKS, Category, Delivery, DeliveryStatus, NotificationEvent, Severity, Sink, SinkState, unix_now,
+};
 pub use store::NotificationStore;
 pub(crate) use store::write_json;
 
@@ -241,7 +243,10 @@ mod tests {
     #[test]
     fn a_dedupe_key_publishes_once() {
         let queue = NotificationQueue::in_memory();
-        assert_eq!(queue.publish(event("na", Some("k"), 1.0)), Published::New("na".into()));
+        assert_eq!(
+            queue.publish(event("na", Some("k"), 1.0)),
+            Published::New("na".into())
+        );
         assert_eq!(
             queue.publish(event("nb", Some("k"), 2.0)),
             Published::Duplicate("na".into())
@@ -296,6 +301,10 @@ mod tests {
         let id = NotificationQueue::new_id();
         assert_eq!(id.len(), 9);
         assert!(id.starts_with('n'));
-        assert!(id[1..].bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(
+            id[1..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
     }
 }

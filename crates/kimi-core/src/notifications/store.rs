@@ -126,7 +126,10 @@ mod tests {
         let delivery = Delivery::pending_for(&ALL_SINKS);
         store.create(&event("n12345678"), &delivery).unwrap();
         let text = std::fs::read_to_string(dir.path().join("notifications/n12345678/event.json")).unwrap();
-        assert!(text.starts_with("{\n  \"version\": 1,\n  \"id\": \"n12345678\""), "{text}");
+        assert!(
+            text.starts_with("{\n  \"version\": 1,\n  \"id\": \"n12345678\""),
+            "{text}"
+        );
         assert!(text.contains("\"Tâche\""), "not ASCII-escaped: {text}");
         std::fs::create_dir_all(dir.path().join("notifications/nbroken")).unwrap();
         std::fs::write(dir.path().join("notifications/nbroken/event.json"), "{").unwrap();

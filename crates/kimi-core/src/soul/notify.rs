@@ -65,7 +65,9 @@ impl Soul {
                 return;
             }
             for event in batch {
-                self.events.emit(Event::Notification(wire_notification(&event))).await;
+                self.events
+                    .emit(Event::Notification(wire_notification(&event)))
+                    .await;
                 queue.ack(Sink::Wire, &event.id);
             }
         }

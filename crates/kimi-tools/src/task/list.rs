@@ -128,7 +128,13 @@ mod tests {
             panic!("text expected")
         };
         assert!(text.starts_with("background_tasks: 2\n"), "{text}");
-        assert_eq!(call(&tool, json!({"active_only": false, "limit": 1})).await.display.len(), 1);
+        assert_eq!(
+            call(&tool, json!({"active_only": false, "limit": 1}))
+                .await
+                .display
+                .len(),
+            1
+        );
         tasks.manager.kill(id, "done").await.unwrap();
     }
 
@@ -136,7 +142,10 @@ mod tests {
     async fn is_read_only_validates_and_refuses_subagents() {
         let tasks = Tasks::new();
         let tool = Arc::new(TaskList::new(tasks.manager.clone()));
-        assert_eq!(plan(&tool, json!({}), true).await.unwrap().effect, Effect::ReadOnly);
+        assert_eq!(
+            plan(&tool, json!({}), true).await.unwrap().effect,
+            Effect::ReadOnly
+        );
         assert_eq!(
             call(&tool, json!({"limit": 0})).await.message,
             "Error validating JSON arguments: 1 validation error for TaskListParams\nlimit\n  Input should be greater than or equal to 1"

@@ -62,7 +62,9 @@ impl TaskOutput {
         args::check_range("TaskOutputParams", "timeout", args.timeout, 0, 3600)?;
         ensure_root(&self.tasks)?;
         let view = find(&self.tasks, &args.task_id)?;
-        Ok(Plan::read_only(Box::pin(async move { self.run(view, &args).await })))
+        Ok(Plan::read_only(Box::pin(
+            async move { self.run(view, &args).await },
+        )))
     }
 
     async fn run(&self, view: TaskView, args: &TaskOutputArgs) -> ToolReturnValue {
@@ -280,7 +282,11 @@ mod tests {
         tasks.manager.wait(&id, WAIT).await.unwrap();
         let value = call(&tool, json!({"task_id": id})).await;
         let body = text(&value);
-        assert!(body.contains("\noutput_size_bytes: 50000\noutput_preview_bytes: 32768\noutput_truncated: true\n"));
+        assert!(
+            body.contains(
+                "\noutput_size_bytes: 50000\noutput_preview_bytes: 32768\noutput_truncated: true\n"
+            )
+        );
         let path = std::fs::canonicalize(tasks.manager.output_path(&id)).unwrap();
         let output = body.split("\n[output]\n").nth(1).unwrap();
         let expected_start = format!("[Truncated. Full output: {}]\n\n", path.display());
@@ -297,7 +303,11 @@ mod tests {
         assert_eq!(props.keys().collect::<Vec<_>>(), ["task_id", "block", "timeout"]);
         assert_eq!(props["block"]["default"], false);
         assert_eq!(
-            (&props["timeout"]["default"], &props["timeout"]["minimum"], &props["timeout"]["maximum"]),
+            (
+                &props["timeout"]["default"],
+                &props["timeout"]["minimum"],
+                &props["timeout"]["maximum"]
+            ),
             (&json!(30), &json!(0), &json!(3600))
         );
         assert_eq!(props["timeout"]["type"], "integer");

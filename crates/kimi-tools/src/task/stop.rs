@@ -167,10 +167,16 @@ mod tests {
         let tasks = Tasks::new();
         let tool = Arc::new(TaskStop::new(tasks.manager.clone()));
         let task = tasks.start("sleep 30");
-        let in_plan_mode = plan(&tool, json!({"task_id": task.spec.id}), true).await.unwrap_err();
+        let in_plan_mode = plan(&tool, json!({"task_id": task.spec.id}), true)
+            .await
+            .unwrap_err();
         assert_eq!(
             in_plan_mode,
-            ToolReturnValue::error("", "TaskStop is not available in plan mode.", "Blocked in plan mode")
+            ToolReturnValue::error(
+                "",
+                "TaskStop is not available in plan mode.",
+                "Blocked in plan mode"
+            )
         );
         assert_eq!(
             call(&tool, json!({"task_id": "bash-missing1"})).await,
