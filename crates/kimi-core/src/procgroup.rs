@@ -44,6 +44,17 @@ pub async fn terminate(pgid: i32, grace: Duration, mut reap: impl FnMut()) {
     signal(pgid, Signal::SIGKILL);
 }
 
+/// Python's `returncode` for an exit status: the exit code, or minus the signal number that ended the
+/// process.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => -signal,
+        (None, None) => -1,
+    }
+}
+
 /// When process `pid` started, in seconds since the Unix epoch (Linux: `/proc`), to tell a process we
 /// started from an unrelated one that reuses its id. `None` where that cannot be known.
 pub fn started_at(pid: i32) -> Option<f64> {

@@ -4,9 +4,8 @@
 //! instead of the reference's separate worker process.
 
 use std::io;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::Child;
@@ -84,7 +83,7 @@ pub(crate) async fn supervise(
         }
     };
     let timed_out = tokio::select! {
-        status = child.wait() => return BashEnd::Exited(status.map_or(-1, exit_code)),
+        status = child.wait() => return BashEnd::Exited(status.map_or(-1, procgroup::exit_code)),
         () = deadline => true,
         () = stop.cancelled() => false,
         () = detach.cancelled() => return BashEnd::Detached,
@@ -104,7 +103,7 @@ async fn stop_group(child: &mut Child, pgid: i32, grace: Duration) -> Option<i32
         if reaped.is_none()
             && let Ok(Some(status)) = child.try_wait()
         {
-            reaped = Some(exit_code(status));
+            reaped = Some(procgroup::exit_code(status));
         }
     })
     .await;
@@ -112,17 +111,8 @@ async fn stop_group(child: &mut Child, pgid: i32, grace: Duration) -> Option<i32
         return reaped;
     }
     match tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await {
-        Ok(Ok(status)) => Some(exit_code(status)),
+        Ok(Ok(status)) => Some(procgroup::exit_code(status)),
         _ => None,
-    }
-}
-
-/// Python's `returncode`: the exit code, or minus the signal number.
-pub(crate) fn exit_code(status: ExitStatus) -> i32 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => -signal,
-        (None, None) => -1,
     }
 }
 

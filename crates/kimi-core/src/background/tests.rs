@@ -341,7 +341,7 @@ async fn reopening_adopts_live_tasks_and_settles_the_rest() {
         .into_iter()
         .map(|e| e.source_id)
         .collect();
-    assert_eq!(pending, [dead.clone()]);
+    assert_eq!(pending, vec![dead]);
 
     let pid = i32::try_from(live.runtime.child_pid.unwrap()).unwrap();
     let killed = second

@@ -228,7 +228,7 @@ mod tests {
             serde_json::to_string(&delivery).unwrap(),
             r#"{"sinks":{"llm":{"status":"pending","claimed_at":null,"acked_at":null},"wire":{"status":"pending","claimed_at":null,"acked_at":null},"shell":{"status":"pending","claimed_at":null,"acked_at":null}}}"#
         );
-        let mut claimed = delivery.clone();
+        let mut claimed = delivery;
         claimed.sinks.insert(
             Sink::Llm,
             SinkState {
