@@ -7,12 +7,14 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use kimi_core::agent_spec::{self, AgentSpec};
 use kimi_core::approval::{ApprovalRuntime, ApprovalState};
+use kimi_core::background::TaskManager;
 use kimi_core::config::{self, Config, HookEvent};
 use kimi_core::context::Context;
 use kimi_core::events::EventSink;
 use kimi_core::hooks::{HookEngine, input as hook_input};
 use kimi_core::mcp::{McpManager, McpSettings};
 use kimi_core::plan::PlanMode;
+use kimi_core::notifications::{NotificationQueue, Sink, ids_in_history};
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
 use kimi_core::session::{self, SessionChoice};
@@ -146,12 +148,21 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         merge_brands: config.merge_all_available_skills,
         extra_skill_dirs: config.extra_skill_dirs.clone(),
     }));
+    let notifications = Arc::new(NotificationQueue::open(&session.dir));
+    let tasks = TaskManager::open(
+        &session.dir,
+        &session.id,
+        config.background.clone(),
+        Arc::clone(&notifications),
+    );
     let base_vars =
         kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, &skills.prompt_listing());
     let mut vars = base_vars.clone();
     vars.extend(spec.system_prompt_args.clone());
     let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
     let context = Context::open(&session.context_path(), system_prompt).await;
+    // What the model was already told (in this session's history) is not told again.
+    notifications.ack_all(Sink::Llm, &ids_in_history(context.messages()));
 
     let loop_control = &config.loop_control;
     let settings = LoopSettings {
@@ -187,6 +198,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         plan: Arc::clone(&plan),
         subagents,
         cron: cron.clone(),
+        tasks: tasks.clone(),
         web: kimi_tools::WebSettings {
             services: config.services.clone(),
             user_agent: user_agent.clone(),
@@ -238,6 +250,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         work_dir: session.work_dir.clone(),
         share_dir: share_dir.clone(),
     });
+    soul.attach_notifications(notifications);
     let info = AgentInfo {
         server: ServerInfo {
             name: "kimi-agent".into(),
@@ -263,6 +276,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     if tokio::time::timeout(SESSION_END_HOOK_LIMIT, end).await.is_err() {
         tracing::warn!("SessionEnd hooks did not finish in time");
     }
+    // Reference order: after SessionEnd; stopped unless `background.keep_alive_on_exit`.
+    tasks.shutdown().await;
     hooks.shutdown(HOOK_SHUTDOWN_GRACE).await;
     Ok(())
 }

@@ -12,11 +12,14 @@
 //! - [`slash`]: slash commands; [`skills`]: skills (discovery, `/skill:`, `/flow:`, the `Skill` tool).
 //! - [`mcp`]: tools from MCP servers (rmcp), their loading and status.
 //! - [`cron`]: scheduled prompts (cron jobs), their store and the scheduler that fires them as turns.
+//! - [`background`]: background tasks; [`notifications`]: what the model and client hear about them;
+//!   [`procgroup`]: stopping process groups.
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
 pub mod agent_spec;
 pub mod approval;
+pub mod background;
 pub mod config;
 pub mod context;
 pub mod cron;
@@ -25,8 +28,10 @@ pub mod guardian;
 pub mod hooks;
 pub mod llm;
 pub mod mcp;
+pub mod notifications;
 pub mod paths;
 pub mod plan;
+pub mod procgroup;
 pub mod prompt;
 pub mod recorder;
 pub mod runtime;

@@ -40,4 +40,4 @@ pub use openai::{
     install_tls_provider,
 };
 pub use provider::{ChatProvider, ChatRequest, ChatStream, StreamEvent, ToolSpec};
-pub use py::{py_repr, python_dumps};
+pub use py::{py_repr, python_dumps, splitlines};

@@ -125,7 +125,7 @@ pub(crate) fn split_whitespace(s: &str) -> impl Iterator<Item = &str> {
 
 /// Python's `str.splitlines()`: splits on every line boundary Python knows
 /// (`\r\n` counts once) and drops a trailing empty line.
-pub(crate) fn splitlines(s: &str) -> Vec<&str> {
+pub fn splitlines(s: &str) -> Vec<&str> {
     let mut lines = Vec::new();
     let mut start = 0;
     let mut chars = s.char_indices().peekable();

@@ -330,6 +330,8 @@ impl AgentTool {
         let events = EventSink::for_subagent(&self.deps.events, identity.clone(), recorder);
         let deps = ToolDeps {
             events: events.clone(),
+            // A subagent may look at the session's background tasks but not start or stop them.
+            tasks: self.deps.tasks.for_subagent(),
             ..self.deps.clone()
         };
         let toolset = Arc::new(Toolset::new());

@@ -59,10 +59,27 @@ pub fn check_len(loc: &str, len: usize, min: usize, max: usize) -> Result<(), To
     Ok(())
 }
 
+/// Checks an integer field against `min..=max`, naming the parameter model as pydantic does (the
+/// task tools' models are `TaskListParams`, `TaskOutputParams`, ...; the other tools' are `Params`).
+pub fn check_range(model: &str, loc: &str, value: i64, min: i64, max: i64) -> Result<(), ToolReturnValue> {
+    let problem = if value < min {
+        format!("Input should be greater than or equal to {min}")
+    } else if value > max {
+        format!("Input should be less than or equal to {max}")
+    } else {
+        return Ok(());
+    };
+    Err(invalid_in(model, &format!("{loc}\n  {problem}")))
+}
+
 fn invalid(detail: &str) -> ToolReturnValue {
+    invalid_in("Params", detail)
+}
+
+fn invalid_in(model: &str, detail: &str) -> ToolReturnValue {
     ToolReturnValue::error(
         "",
-        format!("Error validating JSON arguments: 1 validation error for Params\n{detail}"),
+        format!("Error validating JSON arguments: 1 validation error for {model}\n{detail}"),
         "Invalid arguments",
     )
 }
@@ -99,6 +116,19 @@ mod tests {
             "Error validating JSON arguments: 1 validation error for Params\nq.0.options\n  List should have at most 4 items after validation, not 5"
         );
         assert!(check_len("x", 2, 2, 4).is_ok());
+        assert_eq!(
+            check_range("TaskListParams", "limit", 0, 1, 100)
+                .unwrap_err()
+                .message,
+            "Error validating JSON arguments: 1 validation error for TaskListParams\nlimit\n  Input should be greater than or equal to 1"
+        );
+        assert_eq!(
+            check_range("TaskOutputParams", "timeout", 3601, 0, 3600)
+                .unwrap_err()
+                .message,
+            "Error validating JSON arguments: 1 validation error for TaskOutputParams\ntimeout\n  Input should be less than or equal to 3600"
+        );
+        assert!(check_range("M", "x", 5, 1, 5).is_ok());
         assert_eq!(string_too_short("t", 1).brief(), "Invalid arguments");
     }
 }

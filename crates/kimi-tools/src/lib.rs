@@ -9,6 +9,7 @@
 //! Layout:
 //! - `shell` ([`Shell`]): one bash command, with its process-group handling in `shell/process.rs`.
 //! - `todo` ([`SetTodoList`]): the session's todo list.
+//! - `task` ([`TaskList`], [`TaskOutput`], [`TaskStop`]): the session's background tasks.
 //! - `ask_user` ([`AskUserQuestion`]): multiple-choice questions to the user over the wire.
 //! - `cron` ([`CronCreate`], [`CronList`], [`CronDelete`]): the session's scheduled prompts.
 //! - [`mod@file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
@@ -32,6 +33,7 @@ pub mod output;
 mod plan;
 mod question;
 mod shell;
+mod task;
 #[cfg(test)]
 mod testutil;
 mod todo;
@@ -42,6 +44,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kimi_core::approval::ApprovalRuntime;
+use kimi_core::background::TaskManager;
 use kimi_core::events::EventSink;
 use kimi_core::plan::PlanMode;
 use kimi_core::state::{ClientFlags, Environment, SessionState};
@@ -52,7 +55,8 @@ pub use agent::{AgentTool, SubagentKit, SubagentType};
 pub use ask_user::AskUserQuestion;
 pub use cron::{CronCreate, CronDelete, CronList};
 pub use plan::{EnterPlanMode, ExitPlanMode, PlanToolDeps};
-pub use shell::{BACKGROUND_UNSUPPORTED, Shell, find_shell};
+pub use shell::{Shell, find_shell};
+pub use task::{TaskList, TaskOutput, TaskStop};
 pub use todo::SetTodoList;
 pub use web::{FetchURL, SearchWeb, WebSettings};
 
@@ -71,6 +75,8 @@ pub struct ToolDeps {
     pub events: EventSink,
     /// The model's capabilities (`image_in`, `video_in`, `thinking`, ...), for tools that depend on them.
     pub model_capabilities: BTreeSet<String>,
+    /// The session's background tasks (a subagent gets [`TaskManager::for_subagent`]).
+    pub tasks: TaskManager,
     /// The session's scheduled prompts; `None` when `KIMI_DISABLE_CRON` turns them off (the cron tools
     /// then do not load).
     pub cron: Option<Arc<kimi_core::cron::CronStore>>,
@@ -130,7 +136,7 @@ pub const DEFAULT_TOOLS: &[&str] = &[
 pub const OWN_TOOLS: &[&str] = &[cron::CREATE, cron::LIST, cron::DELETE];
 
 /// Reference tools we know but do not have yet; [`build_tool`] skips them (`Ok(None)`).
-const NOT_YET_AVAILABLE: &[&str] = &["TaskList", "TaskOutput", "TaskStop", "SendDMail", "Think"];
+const NOT_YET_AVAILABLE: &[&str] = &["SendDMail", "Think"];
 
 /// Builds the built-in tool called `name`.
 ///
@@ -150,7 +156,10 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
             }
             None => return Ok(None),
         },
-        shell::NAME => Arc::new(Shell::new(&deps.env)),
+        shell::NAME => Arc::new(Shell::new(&deps.env, deps.tasks.clone())),
+        task::LIST => Arc::new(TaskList::new(deps.tasks.clone())),
+        task::OUTPUT => Arc::new(TaskOutput::new(deps.tasks.clone())),
+        task::STOP => Arc::new(TaskStop::new(deps.tasks.clone())),
         todo::NAME => Arc::new(SetTodoList::new(Arc::clone(&deps.state))),
         ask_user::NAME => Arc::new(AskUserQuestion::new(
             Arc::clone(&deps.approvals),
@@ -263,7 +272,7 @@ mod tests {
     use kimi_core::approval::ApprovalState;
     use pretty_assertions::assert_eq;
 
-    fn deps(client: &FakeClient) -> ToolDeps {
+    fn deps(client: &FakeClient, tasks: &crate::task::testing::Tasks) -> ToolDeps {
         let dir = std::env::temp_dir();
         ToolDeps {
             env: Arc::new(Environment {
@@ -284,13 +293,15 @@ mod tests {
             web: WebSettings::default(),
             skills_dirs: Vec::new(),
             cron: None,
+            tasks: tasks.manager.clone(),
         }
     }
 
     #[tokio::test]
     async fn builds_what_exists_and_skips_the_rest() {
         let client = FakeClient::start();
-        let deps = deps(&client);
+        let tasks = crate::task::testing::Tasks::new();
+        let deps = deps(&client, &tasks);
         let mut built = Vec::new();
         for name in DEFAULT_TOOLS {
             if let Some(tool) = build_tool(name, &deps).unwrap() {
@@ -305,6 +316,9 @@ mod tests {
                 "AskUserQuestion",
                 "SetTodoList",
                 "Shell",
+                "TaskList",
+                "TaskOutput",
+                "TaskStop",
                 "ReadFile",
                 "Glob",
                 "Grep",

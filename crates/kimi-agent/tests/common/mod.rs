@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod mock_model;
+
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};

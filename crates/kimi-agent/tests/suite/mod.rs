@@ -1,6 +1,7 @@
 //! One module per area of the protocol; the shared harness is in `tests/common`.
 
 mod adversarial;
+mod background;
 mod cli;
 mod crash;
 mod cron;

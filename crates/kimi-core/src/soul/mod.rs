@@ -4,6 +4,7 @@
 mod compaction;
 mod message;
 mod retry;
+mod notify;
 mod step;
 mod turn;
 
@@ -23,6 +24,7 @@ use crate::mcp::McpManager;
 use crate::plan::PlanMode;
 use crate::recorder::WriteError;
 use crate::skills::Skills;
+use crate::notifications::NotificationQueue;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
@@ -115,6 +117,8 @@ pub struct Soul {
     pub(crate) dedup: Mutex<DedupTracker>,
     /// MCP servers, attached once after startup (see [`Soul::attach_mcp`]).
     mcp: OnceLock<Arc<McpManager>>,
+    /// The session's notifications, delivered by the root agent (see [`Soul::attach_notifications`]).
+    notifications: OnceLock<Arc<NotificationQueue>>,
     /// The session's skills, attached once after startup (see [`Soul::attach_skills`]).
     skills: OnceLock<Arc<Skills>>,
     /// Session facts slash commands need (see [`Soul::attach_session`]).
@@ -179,6 +183,7 @@ impl Soul {
             skills: OnceLock::new(),
             session: OnceLock::new(),
             open_nested_turns: AtomicU32::new(0),
+            notifications: OnceLock::new(),
         }
     }
 

@@ -51,6 +51,7 @@ impl Soul {
         cancel: &CancellationToken,
     ) -> Result<StepOutcome, TurnError> {
         let llm = self.llm.clone().ok_or(TurnError::LlmNotSet)?;
+        self.deliver_notifications().await?;
         let (system_prompt, history) = {
             let context = self.context.lock().await;
             (context.system_prompt().to_owned(), context.history())

@@ -92,6 +92,7 @@ impl Soul {
         for _ in 0..self.open_nested_turns.swap(0, Ordering::SeqCst) {
             self.events.emit(Event::TurnEnd(TurnEnd {})).await;
         }
+        self.deliver_notifications_to_client().await;
         self.events.emit(Event::TurnEnd(TurnEnd {})).await;
         self.approvals.cancel_source(&source.id).await;
         // A turn whose history could not be saved did not finish well, whatever the model did.

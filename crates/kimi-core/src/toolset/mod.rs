@@ -308,7 +308,8 @@ impl Dispatch {
             .hooks
             .has_hooks_for(HookEvent::PostToolUse)
             .then(|| args.clone());
-        let ctx = CallContext::new(&call.id, call.function.arguments.clone(), self.cancel.clone());
+        let mut ctx = CallContext::new(&call.id, call.function.arguments.clone(), self.cancel.clone());
+        ctx.plan_mode = self.plan_file.is_some();
         let user_rejection = ctx.user_rejection.clone();
         let plan = match tool.plan(args, ctx).await {
             Ok(plan) => plan,

@@ -50,6 +50,8 @@ pub struct CallContext {
     /// Set by a tool whose question the user turned down (a rejected plan): the turn then stops after
     /// this step, as it does when the user rejects an approval.
     pub user_rejection: UserRejection,
+    /// Whether plan mode is on for this call (tools that change things outside files may refuse).
+    pub plan_mode: bool,
 }
 
 impl CallContext {
@@ -64,6 +66,7 @@ impl CallContext {
             raw_arguments,
             cancel,
             user_rejection: UserRejection::default(),
+            plan_mode: false,
         }
     }
 }

@@ -2,13 +2,14 @@
 //!
 //! The parameters and results follow the reference's `Shell` (`kimi_cli/tools/shell`): `command`,
 //! `timeout` (seconds, 1..=86400, at most 300 in the foreground), `run_in_background` and
-//! `description` (required with `run_in_background`). Every run needs approval (action `run command`).
+//! `description` (required with `run_in_background`). Every run needs approval (action `run command`,
+//! or `run background command`).
 //!
-//! Not yet supported: `run_in_background = true` is accepted by the schema and validated as the reference
-//! does, then answered with a tool error ([`BACKGROUND_UNSUPPORTED`]); background tasks come with the
-//! task tools.
+//! With `run_in_background` the command becomes a background task of the session's
+//! [`TaskManager`]: the call returns at once with the task's id, the command runs on detached from the
+//! turn (cancelling the turn does not stop it), and its end is announced to the model and the client.
 //!
-//! How the process is started, read and stopped lives in [`process`].
+//! How a foreground process is started, read and stopped lives in [`process`].
 //!
 //! Output: the reference cuts Shell output to its first 50 000 characters inside the tool. We capture up
 //! to [`MAX_CAPTURED_CHARS`] (lines still cut at 2000 characters, as the reference does) and let the
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use kimi_core::background::{BashTaskRequest, TaskManager, TaskView, format_task};
 use kimi_core::state::Environment;
 use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
@@ -44,9 +46,6 @@ pub const MAX_FOREGROUND_TIMEOUT: i64 = 5 * 60;
 
 /// Longest timeout for a background command, in seconds (reference `MAX_BACKGROUND_TIMEOUT`).
 pub const MAX_BACKGROUND_TIMEOUT: i64 = 24 * 60 * 60;
-
-/// The tool error for `run_in_background = true` until background tasks exist.
-pub const BACKGROUND_UNSUPPORTED: &str = "Background tasks are not supported yet. Run the command in the foreground (run_in_background=false) instead.";
 
 /// Characters of output kept of one command: far above the model's budget, so the toolset can save the
 /// whole output for the model to page through; low enough that a runaway command cannot exhaust memory
@@ -80,7 +79,7 @@ fn default_timeout() -> i64 {
 }
 
 /// `{"type": "integer"}` without the `format` schemars would add, as the reference's schema has it.
-fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "integer" })
 }
 
@@ -89,19 +88,24 @@ fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 pub struct Shell {
     spec: ToolSpec,
     shell: PathBuf,
+    shell_name: &'static str,
     work_dir: PathBuf,
+    tasks: TaskManager,
 }
 
 impl Shell {
-    /// A `Shell` running commands in `env.work_dir` with the shell found by [`find_shell`].
-    pub fn new(env: &Environment) -> Self {
+    /// A `Shell` running commands in `env.work_dir` with the shell found by [`find_shell`], starting
+    /// background commands as tasks of `tasks`.
+    pub fn new(env: &Environment, tasks: TaskManager) -> Self {
         let (shell, shell_name) = find_shell();
         let description = include_str!("../descriptions/shell.md")
             .replace("{shell}", &format!("{shell_name} (`{}`)", shell.display()));
         Self {
             spec: crate::tool_spec::<ShellArgs>(NAME, description),
             shell,
+            shell_name,
             work_dir: env.work_dir.clone(),
+            tasks,
         }
     }
 
@@ -116,11 +120,7 @@ impl Shell {
             ));
         }
         if args.run_in_background {
-            return Err(ToolReturnValue::error(
-                "",
-                BACKGROUND_UNSUPPORTED,
-                "Background unsupported",
-            ));
+            return Ok(self.background_plan(args, ctx.tool_call_id));
         }
         let ask = ApprovalAsk {
             action: "run command".to_owned(),
@@ -137,6 +137,45 @@ impl Shell {
             ask,
             Box::pin(async move { self.execute(args.command, timeout, ctx.cancel).await }),
         ))
+    }
+
+    /// Approval for `run background command`, then a task that outlives this call.
+    fn background_plan(self: Arc<Self>, args: ShellArgs, tool_call_id: String) -> Plan {
+        let ask = ApprovalAsk {
+            action: "run background command".to_owned(),
+            description: format!("Run background command `{}`", args.command),
+            display: vec![DisplayBlock::Shell {
+                language: "bash".to_owned(),
+                command: args.command.clone(),
+            }],
+            writes: Vec::new(),
+        };
+        let request = BashTaskRequest {
+            command: args.command,
+            description: args.description.trim().to_owned(),
+            // `validate` bounds the timeout to 1..=86400 here.
+            timeout_s: u64::try_from(args.timeout).unwrap_or(1),
+            tool_call_id,
+            shell_name: self.shell_name.to_owned(),
+            shell_path: self.shell.clone(),
+            cwd: self.work_dir.clone(),
+        };
+        Plan::side_effect(
+            ask,
+            Box::pin(async move {
+                match self.tasks.create_bash_task(request) {
+                    Ok(view) => background_started(&view),
+                    Err(e) => {
+                        tracing::error!(error = %e, "background shell task not started");
+                        ToolReturnValue::error(
+                            "",
+                            format!("Failed to start background task: {e}"),
+                            "Start failed",
+                        )
+                    }
+                }
+            }),
+        )
     }
 
     async fn execute(&self, command: String, timeout_s: u64, cancel: CancellationToken) -> ToolReturnValue {
@@ -194,6 +233,26 @@ impl Tool for Shell {
     }
 }
 
+/// The result of a started background command: the task, and how the model should follow it up.
+fn background_started(view: &TaskView) -> ToolReturnValue {
+    let mut out = OutputBuilder::new();
+    out.write(
+        &[
+            format_task(view, true).as_str(),
+            "automatic_notification: true",
+            "next_step: You will be automatically notified when it completes.",
+            "next_step: Use TaskOutput with this task_id for a non-blocking status/output snapshot. \
+             Only set block=true when you intentionally want to wait.",
+            "next_step: Use TaskStop only if the task must be cancelled.",
+            "human_shell_hint: For users in the interactive shell, the only task-management slash command \
+             is /task. Do not suggest /task list, /task output, /task stop, or /tasks.",
+        ]
+        .join("\n"),
+    );
+    out.display(crate::task::task_display(view));
+    out.ok("Background task started", &format!("Started {}", view.spec.id))
+}
+
 /// The reference's pydantic rules, in its order: field ranges first, then the cross-field checks.
 fn validate(args: &ShellArgs) -> Result<(), ToolReturnValue> {
     if args.timeout < 1 {
@@ -238,16 +297,25 @@ pub fn find_shell() -> (PathBuf, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::task::testing::{Tasks, WAIT};
+    use kimi_core::config::BackgroundConfig;
     use kimi_core::toolset::Effect;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
     fn shell_in(dir: &Path) -> Arc<Shell> {
-        Arc::new(Shell::new(&Environment {
-            work_dir: dir.to_owned(),
-            additional_dirs: Vec::new(),
-            session_dir: dir.to_owned(),
-        }))
+        shell_with(dir, &Tasks::new())
+    }
+
+    fn shell_with(dir: &Path, tasks: &Tasks) -> Arc<Shell> {
+        Arc::new(Shell::new(
+            &Environment {
+                work_dir: dir.to_owned(),
+                additional_dirs: Vec::new(),
+                session_dir: dir.to_owned(),
+            },
+            tasks.manager.clone(),
+        ))
     }
 
     fn ctx(cancel: &CancellationToken) -> CallContext {
@@ -478,15 +546,101 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn background_runs_are_refused_for_now() {
+    async fn a_background_command_becomes_a_task_that_outlives_the_call() {
         let dir = tempfile::tempdir().unwrap();
-        let tool = shell_in(dir.path());
-        let args =
-            json!({"command": "sleep 1", "run_in_background": true, "description": "nap", "timeout": 600});
+        let tasks = Tasks::new();
+        let tool = shell_with(dir.path(), &tasks);
+        let cancel = CancellationToken::new();
+        let args = json!({"command": "sleep 0.3; echo done", "run_in_background": true,
+                          "description": " nap ", "timeout": 600});
+        let plan = Arc::clone(&tool).plan(args, ctx(&cancel)).await.unwrap();
         assert_eq!(
-            plan_error(plan(&tool, args).await),
-            ToolReturnValue::error("", BACKGROUND_UNSUPPORTED, "Background unsupported")
+            plan.effect,
+            Effect::SideEffect(ApprovalAsk {
+                action: "run background command".into(),
+                description: "Run background command `sleep 0.3; echo done`".into(),
+                display: vec![DisplayBlock::Shell {
+                    language: "bash".into(),
+                    command: "sleep 0.3; echo done".into()
+                }],
+                writes: Vec::new(),
+            })
         );
+        let value = plan.run.await;
+        // The turn ends; the task goes on.
+        cancel.cancel();
+        let [task] = tasks.manager.list(false, None).try_into().unwrap();
+        let id = task.spec.id.clone();
+        assert_eq!(task.spec.description, "nap");
+        assert_eq!(task.spec.tool_call_id, "tc-1");
+        assert_eq!(task.spec.timeout_s, Some(600));
+        assert_eq!(
+            value,
+            ToolReturnValue {
+                is_error: false,
+                output: format!(
+                    "task_id: {id}\nkind: bash\nstatus: running\ndescription: nap\ncommand: sleep 0.3; echo done\n\
+                     automatic_notification: true\n\
+                     next_step: You will be automatically notified when it completes.\n\
+                     next_step: Use TaskOutput with this task_id for a non-blocking status/output snapshot. Only set block=true when you intentionally want to wait.\n\
+                     next_step: Use TaskStop only if the task must be cancelled.\n\
+                     human_shell_hint: For users in the interactive shell, the only task-management slash command is /task. Do not suggest /task list, /task output, /task stop, or /tasks."
+                )
+                .into(),
+                message: "Background task started.".into(),
+                display: vec![
+                    DisplayBlock::Brief {
+                        text: format!("Started {id}")
+                    },
+                    DisplayBlock::BackgroundTask {
+                        task_id: id.clone(),
+                        kind: "bash".into(),
+                        status: "running".into(),
+                        description: "nap".into()
+                    }
+                ],
+                extras: None,
+            }
+        );
+        let done = tasks.manager.wait(&id, WAIT).await.unwrap();
+        assert_eq!(done.runtime.status, kimi_core::background::TaskStatus::Completed);
+        assert_eq!(
+            std::fs::read_to_string(tasks.manager.output_path(&id)).unwrap(),
+            "done\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn background_start_failures_are_tool_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let tasks = Tasks::with(BackgroundConfig {
+            max_running_tasks: 1,
+            ..BackgroundConfig::default()
+        });
+        let tool = shell_with(dir.path(), &tasks);
+        let args = json!({"command": "sleep 30", "run_in_background": true, "description": "nap"});
+        assert!(!call(&tool, args.clone()).await.is_error);
+        assert_eq!(
+            call(&tool, args.clone()).await,
+            ToolReturnValue::error(
+                "",
+                "Failed to start background task: Too many background tasks are already running.",
+                "Start failed"
+            )
+        );
+        let sub = Arc::new(Shell::new(
+            &Environment {
+                work_dir: dir.path().to_owned(),
+                additional_dirs: Vec::new(),
+                session_dir: dir.path().to_owned(),
+            },
+            tasks.manager.for_subagent(),
+        ));
+        assert_eq!(
+            call(&sub, args).await.message,
+            "Failed to start background task: Background tasks are only supported from the root agent."
+        );
+        tasks.manager.shutdown().await;
     }
 
     #[test]

@@ -17,14 +17,12 @@
 //! as in the reference.
 
 use std::io;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use kimi_core::procgroup;
+use nix::sys::signal::Signal;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::Child;
@@ -109,7 +107,7 @@ pub(crate) async fn run(
     drop(command);
     let group = match child.id().and_then(|id| i32::try_from(id).ok()) {
         Some(pid) => GroupGuard {
-            pgid: Pid::from_raw(pid),
+            pgid: pid,
             armed: true,
         },
         None => return Err(io::Error::other("the shell exited before it could be tracked")),
@@ -138,7 +136,7 @@ pub(crate) async fn run(
             () = tokio::time::sleep_until(deadline) => Outcome::TimedOut,
             status = child.wait() => {
                 group.disarm();
-                return Ok(Outcome::Exited(exit_code(status?)));
+                return Ok(Outcome::Exited(procgroup::exit_code(status?)));
             }
         },
     };
@@ -179,14 +177,6 @@ async fn terminate(
     })
     .await;
     let _ = tokio::time::timeout(DRAIN_AFTER_KILL, child.wait()).await;
-}
-
-fn exit_code(status: ExitStatus) -> i32 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => -signal,
-        (None, None) => -1,
-    }
 }
 
 /// The read side of the output pipe and the line being assembled.
@@ -266,23 +256,18 @@ fn char_boundary(bytes: &[u8], at: usize) -> usize {
 /// The command's process group; SIGKILLed when dropped while still armed (the run was abandoned).
 #[derive(Debug)]
 struct GroupGuard {
-    pgid: Pid,
+    pgid: i32,
     armed: bool,
 }
 
 impl GroupGuard {
     fn signal(&self, signal: Signal) {
-        match killpg(self.pgid, signal) {
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(e) => {
-                tracing::warn!(pgid = %self.pgid, ?signal, error = %e, "signalling the command's group failed")
-            }
-        }
+        procgroup::signal(self.pgid, signal);
     }
 
-    /// Whether any process of the group remains (a permission error means one does).
+    /// Whether any process of the group remains.
     fn is_alive(&self) -> bool {
-        !matches!(killpg(self.pgid, None), Err(Errno::ESRCH))
+        procgroup::is_alive(self.pgid)
     }
 
     /// The command is over; leave whatever it left running alone.

@@ -1,0 +1,119 @@
+//! Process groups: signalling one, asking whether it still has members, and stopping it (SIGTERM, a
+//! grace period, SIGKILL). Commands we start run in their own group, so stopping the group also stops
+//! whatever they started.
+
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::time::Instant;
+
+/// How often a stopping group is checked for survivors.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Sends `signal` to the group `pgid`; a group that is already gone is not an error.
+pub fn signal(pgid: i32, signal: Signal) {
+    match killpg(Pid::from_raw(pgid), signal) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => tracing::warn!(pgid, ?signal, error = %e, "signalling a process group failed"),
+    }
+}
+
+/// Whether any process of the group remains (a permission error means one does). Zombies count until
+/// their parent reaps them.
+pub fn is_alive(pgid: i32) -> bool {
+    pgid > 0 && !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
+}
+
+/// SIGTERM to the group, up to `grace` for it to go away (calling `reap` on each check, so the caller
+/// can collect its own child's zombie), then SIGKILL to whatever is left.
+pub async fn terminate(pgid: i32, grace: Duration, mut reap: impl FnMut()) {
+    signal(pgid, Signal::SIGTERM);
+    let end = Instant::now() + grace;
+    loop {
+        reap();
+        if !is_alive(pgid) {
+            return;
+        }
+        if Instant::now() >= end {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    signal(pgid, Signal::SIGKILL);
+}
+
+/// Python's `returncode` for an exit status: the exit code, or minus the signal number that ended the
+/// process.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => -signal,
+        (None, None) => -1,
+    }
+}
+
+/// When process `pid` started, in seconds since the Unix epoch (Linux: `/proc`), to tell a process we
+/// started from an unrelated one that reuses its id. `None` where that cannot be known.
+pub fn started_at(pid: i32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; the fields after its last ')' are fixed.
+    let after_name = stat.rsplit_once(')')?.1;
+    // Field 22 (starttime) is the 20th after the name (state is field 3).
+    let ticks: f64 = after_name.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: f64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    let per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    Some(boot + ticks / per_second as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn terminate_escalates_to_sigkill() {
+        let mut child = tokio::process::Command::new("bash")
+            .args(["-c", "trap '' TERM; sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = i32::try_from(child.id().unwrap()).unwrap();
+        // Let bash install its trap before we signal.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(is_alive(pgid));
+        let started = std::time::Instant::now();
+        terminate(pgid, Duration::from_millis(300), || {
+            let _ = child.try_wait();
+        })
+        .await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        for _ in 0..100 {
+            if !is_alive(pgid) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!is_alive(pgid));
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(!is_alive(0));
+    }
+
+    #[test]
+    fn our_own_start_time_is_recent() {
+        if !std::path::Path::new("/proc/self/stat").exists() {
+            return;
+        }
+        let ours = started_at(i32::try_from(std::process::id()).unwrap()).unwrap();
+        let now = crate::notifications::unix_now();
+        assert!(ours <= now + 2.0 && ours > now - 3600.0, "{ours} vs {now}");
+        assert_eq!(started_at(i32::MAX), None);
+    }
+}
