@@ -12,8 +12,32 @@ use crate::recorder::WireRecorder;
 pub struct EventSink {
     client: ClientHandle,
     recorder: Option<Arc<WireRecorder>>,
-    /// Set for a subagent: its events reach the client through the parent, wrapped.
-    parent: Option<Arc<ParentLink>>,
+    delivery: Delivery,
+}
+
+/// Where a sink's events go besides its recorder.
+#[derive(Clone)]
+enum Delivery {
+    /// Straight to the client.
+    Client,
+    /// A foreground subagent's: to the client through the parent, wrapped.
+    Parent(Arc<ParentLink>),
+    /// A background agent's: nowhere on the wire (the client did not ask for them mid-turn); an
+    /// observer keeps the task's transcript instead.
+    Observer(EventObserver),
+}
+
+/// Sees every event a background agent emits.
+pub type EventObserver = Arc<dyn Fn(&Event) + Send + Sync>;
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Client => f.write_str("Client"),
+            Self::Parent(link) => f.debug_tuple("Parent").field(link).finish(),
+            Self::Observer(_) => f.write_str("Observer"),
+        }
+    }
 }
 
 /// Who a subagent is, as its forwarded events say.
@@ -25,6 +49,9 @@ pub struct SubagentIdentity {
     pub agent_id: String,
     /// Its type (`coder`, `explore`, `plan`, ...).
     pub subagent_type: String,
+    /// The background task running it, if it runs in the background: its approvals then belong to
+    /// that task and outlive the parent's turn.
+    pub background_task: Option<String>,
 }
 
 #[derive(Debug)]
@@ -39,7 +66,7 @@ impl EventSink {
         Self {
             client,
             recorder,
-            parent: None,
+            delivery: Delivery::Client,
         }
     }
 
@@ -50,10 +77,21 @@ impl EventSink {
         Self {
             client: parent.client.clone(),
             recorder: Some(recorder),
-            parent: Some(Arc::new(ParentLink {
+            delivery: Delivery::Parent(Arc::new(ParentLink {
                 sink: parent.clone(),
                 identity,
             })),
+        }
+    }
+
+    /// A background agent's sink: it records to `recorder` (the agent's wire.jsonl) and shows each
+    /// event to `observer`; nothing reaches the client but its requests (approvals), which go
+    /// unwrapped as a foreground subagent's do.
+    pub fn for_background(parent: &EventSink, recorder: Arc<WireRecorder>, observer: EventObserver) -> Self {
+        Self {
+            client: parent.client.clone(),
+            recorder: Some(recorder),
+            delivery: Delivery::Observer(observer),
         }
     }
 
@@ -75,11 +113,12 @@ impl EventSink {
         if self.recorder.is_some() {
             self.record(WireMessage::Event(event.clone())).await;
         }
-        match &self.parent {
-            None => {
+        match &self.delivery {
+            Delivery::Client => {
                 let _ = self.client.send_event(&event).await;
             }
-            Some(link) => {
+            Delivery::Observer(observer) => observer(&event),
+            Delivery::Parent(link) => {
                 let wrapped = Event::SubagentEvent(SubagentEvent {
                     parent_tool_call_id: Some(link.identity.parent_tool_call_id.clone()),
                     agent_id: Some(link.identity.agent_id.clone()),

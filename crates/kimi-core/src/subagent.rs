@@ -147,6 +147,14 @@ impl SubagentStore {
         Ok(record)
     }
 
+    /// Removes an instance that never ran (its launch failed), as the reference does.
+    pub fn delete(&self, agent_id: &str) {
+        let dir = self.dir(agent_id);
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            tracing::warn!(path = %dir.display(), error = %e, "subagent folder not removed");
+        }
+    }
+
     /// The instance `agent_id`, if it exists and its `meta.json` reads.
     pub fn get(&self, agent_id: &str) -> Option<InstanceRecord> {
         // An id is one path segment; anything else cannot name an instance.

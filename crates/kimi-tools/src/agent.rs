@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kimi_core::agent_spec::{AgentSpec, AgentSpecError};
+use kimi_core::background::{NewTask, TaskEvent, TaskKind};
 use kimi_core::config::HookEvent;
 use kimi_core::context::Context;
 use kimi_core::events::{EventSink, SubagentIdentity};
@@ -173,7 +174,7 @@ impl AgentTool {
         }
     }
 
-    async fn run(&self, args: AgentArgs, ctx: CallContext) -> ToolReturnValue {
+    async fn run(self: Arc<Self>, args: AgentArgs, ctx: CallContext) -> ToolReturnValue {
         if let Some(model) = &args.model
             && !self.kit.model_aliases.contains(model)
         {
@@ -184,11 +185,7 @@ impl AgentTool {
             );
         }
         if args.run_in_background {
-            return ToolReturnValue::error(
-                "",
-                "Background agents are not available in this version. Run the agent in the foreground (run_in_background=false).",
-                "Background unavailable",
-            );
+            return self.start_background(args, &ctx);
         }
         let run = self.run_foreground(&args, &ctx);
         match args.timeout {
@@ -235,8 +232,11 @@ impl AgentTool {
             parent_tool_call_id: ctx.tool_call_id.clone(),
             agent_id: record.agent_id.clone(),
             subagent_type: kind.name.clone(),
+            background_task: None,
         };
-        let soul = self.build_soul(kind, identity, &dir).await;
+        let recorder = Arc::new(WireRecorder::open(&dir.join("wire.jsonl")).await);
+        let events = EventSink::for_subagent(&self.deps.events, identity.clone(), recorder);
+        let soul = self.build_soul(kind, identity, events, &dir).await;
         let _ = self
             .kit
             .hooks
@@ -284,6 +284,172 @@ impl AgentTool {
         result
     }
 
+    /// `run_in_background`: registers the instance as a background task and returns at once with the
+    /// reference's launch report; the run goes on under the task manager, which tells the model when it
+    /// ends.
+    fn start_background(self: Arc<Self>, args: AgentArgs, ctx: &CallContext) -> ToolReturnValue {
+        let store = SubagentStore::new(&self.deps.env.session_dir);
+        let (mut record, resumed) = match self.prepare(&store, &args) {
+            Ok(prepared) => prepared,
+            Err(error) => return error,
+        };
+        let Some(kind) = self
+            .kit
+            .types
+            .iter()
+            .find(|t| t.name == record.subagent_type)
+            .cloned()
+        else {
+            return unknown_type(&record.subagent_type);
+        };
+        let description = args.description.trim().to_owned();
+        if let Err(e) = store.update(&mut record, InstanceStatus::RunningBackground, Some(&description)) {
+            return ToolReturnValue::error("", e.to_string(), "Background start failed");
+        }
+        let timeout_s = args
+            .timeout
+            .unwrap_or(self.deps.tasks.config().agent_task_timeout_s);
+        let mut payload = serde_json::Map::new();
+        payload.insert("agent_id".into(), record.agent_id.clone().into());
+        payload.insert("subagent_type".into(), kind.name.clone().into());
+        payload.insert("prompt".into(), args.prompt.clone().into());
+        payload.insert("model_override".into(), args.model.clone().into());
+        payload.insert("launch_mode".into(), "background".into());
+        let new = NewTask {
+            kind: TaskKind::Agent,
+            description: description.clone(),
+            tool_call_id: ctx.tool_call_id.clone(),
+            timeout_s: Some(timeout_s),
+            kind_payload: Some(payload),
+        };
+        let run = BackgroundRun {
+            parent_tool_call_id: ctx.tool_call_id.clone(),
+            record: record.clone(),
+            kind: kind.clone(),
+            prompt: args.prompt,
+            timeout_s,
+        };
+        let tool = Arc::clone(&self);
+        let started = self.deps.tasks.start_task(new, move |task_id, stop| async move {
+            tool.run_in_background(run, task_id, stop).await
+        });
+        let view = match started {
+            Ok(view) => view,
+            Err(e) => {
+                if let Err(e) = store.update(&mut record, InstanceStatus::Idle, None) {
+                    tracing::warn!(agent_id = %record.agent_id, error = %e, "subagent meta.json not reset");
+                }
+                if !resumed {
+                    store.delete(&record.agent_id);
+                }
+                return ToolReturnValue::error("", e.to_string(), "Background start failed");
+            }
+        };
+        let agent_id = &record.agent_id;
+        let lines = [
+            format!("task_id: {}", view.spec.id),
+            format!("kind: {}", view.spec.kind.as_str()),
+            format!("status: {}", view.runtime.status.as_str()),
+            format!("description: {}", view.spec.description),
+            format!("agent_id: {agent_id}"),
+            format!("actual_subagent_type: {}", kind.name),
+            "automatic_notification: true".to_owned(),
+            "next_step: You will be automatically notified when it completes.".to_owned(),
+            "next_step: Use TaskOutput with this task_id for a non-blocking status/output snapshot. Only set block=true when you intentionally want to wait.".to_owned(),
+            format!(
+                "resume_hint: Use Agent(resume=\"{agent_id}\", prompt=\"...\") to continue this instance later."
+            ),
+        ];
+        ToolReturnValue::ok(lines.join("\n"), "Background task started.")
+    }
+
+    /// The body of a background agent task: the subagent's run, its transcript kept in both its own
+    /// `output` and the task's output, and the event that ends the task.
+    async fn run_in_background(
+        &self,
+        run: BackgroundRun,
+        task_id: String,
+        stop: CancellationToken,
+    ) -> TaskEvent {
+        let store = SubagentStore::new(&self.deps.env.session_dir);
+        let dir = store.dir(&run.record.agent_id);
+        let transcript = Transcript::new(vec![dir.join("output"), self.deps.tasks.output_path(&task_id)]);
+        let _ = self
+            .deps
+            .tasks
+            .record(&task_id, TaskEvent::Start { child_pid: None });
+        transcript.stage("runner_started");
+        let _ = tokio::fs::write(dir.join("prompt.txt"), &run.prompt).await;
+        let mut running = RunningInstance {
+            store: store.clone(),
+            record: Some(run.record.clone()),
+        };
+        let identity = SubagentIdentity {
+            parent_tool_call_id: run.parent_tool_call_id.clone(),
+            agent_id: run.record.agent_id.clone(),
+            subagent_type: run.kind.name.clone(),
+            background_task: Some(task_id.clone()),
+        };
+        let recorder = Arc::new(WireRecorder::open(&dir.join("wire.jsonl")).await);
+        let observer = {
+            let transcript = transcript.clone();
+            Arc::new(move |event: &kimi_wire::message::Event| transcript.event(event))
+        };
+        let events = EventSink::for_background(&self.deps.events, recorder, observer);
+        let soul = self.build_soul(&run.kind, identity, events, &dir).await;
+        let _ = self
+            .kit
+            .hooks
+            .trigger(
+                HookEvent::SubagentStart,
+                &run.kind.name,
+                hook_input::subagent_start(&run.kind.name, &run.prompt),
+            )
+            .await;
+        transcript.stage("run_soul_start");
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(run.timeout_s),
+            run_with_report(&soul, &run.prompt, &stop),
+        )
+        .await;
+        soul.flush(true).await;
+        match outcome {
+            Ok(Ok(report)) => {
+                transcript.stage("run_soul_finished");
+                transcript.summary(&report);
+                self.kit.hooks.trigger_detached(
+                    HookEvent::SubagentStop,
+                    run.kind.name.clone(),
+                    hook_input::subagent_stop(&run.kind.name, &report),
+                );
+                running.finish(InstanceStatus::Idle);
+                TaskEvent::Exit { exit_code: 0 }
+            }
+            Ok(Err(RunFailure::Cancelled)) => {
+                running.finish(InstanceStatus::Killed);
+                transcript.stage("cancelled");
+                TaskEvent::Kill {
+                    reason: "Stopped by TaskStop".to_owned(),
+                    exit_code: None,
+                }
+            }
+            Ok(Err(RunFailure::Failed { message, brief })) => {
+                running.finish(InstanceStatus::Failed);
+                transcript.stage(&format!("failed: {brief}"));
+                TaskEvent::Fail { reason: message }
+            }
+            Err(_elapsed) => {
+                let reason = format!("Agent task timed out after {}s", run.timeout_s);
+                running.finish(InstanceStatus::Failed);
+                transcript.error(&reason);
+                TaskEvent::TimeOut {
+                    reason,
+                    exit_code: None,
+                }
+            }
+        }
+    }
+
     /// The instance to run: the one named by `resume`, or a new one of the requested type.
     fn prepare(
         &self,
@@ -324,10 +490,9 @@ impl AgentTool {
         &self,
         kind: &SubagentType,
         identity: SubagentIdentity,
+        events: EventSink,
         dir: &std::path::Path,
     ) -> Soul {
-        let recorder = Arc::new(WireRecorder::open(&dir.join("wire.jsonl")).await);
-        let events = EventSink::for_subagent(&self.deps.events, identity.clone(), recorder);
         let deps = ToolDeps {
             events: events.clone(),
             // A subagent may look at the session's background tasks but not start or stop them.
@@ -362,6 +527,76 @@ impl AgentTool {
             plan: Arc::clone(&self.deps.plan),
             subagent: Some(identity),
         })
+    }
+}
+
+/// What a background run needs, moved into its task.
+struct BackgroundRun {
+    parent_tool_call_id: String,
+    record: InstanceRecord,
+    kind: SubagentType,
+    prompt: String,
+    timeout_s: u64,
+}
+
+/// A background agent's readable transcript, appended to every one of its files (the reference's
+/// layout: `[stage] …`, the model's text, `[tool] Name`, `[tool_result] success|error[: brief]`,
+/// `[summary]`). Best effort: a failed write never stops the agent.
+#[derive(Clone)]
+struct Transcript {
+    paths: Arc<Vec<std::path::PathBuf>>,
+}
+
+impl Transcript {
+    fn new(paths: Vec<std::path::PathBuf>) -> Self {
+        Self {
+            paths: Arc::new(paths),
+        }
+    }
+
+    fn stage(&self, name: &str) {
+        self.append(&format!("[stage] {name}\n"));
+    }
+
+    fn error(&self, message: &str) {
+        self.append(&format!("[error] {message}\n"));
+    }
+
+    fn summary(&self, report: &str) {
+        if !report.is_empty() {
+            self.append(&format!("\n[summary]\n{report}\n"));
+        }
+    }
+
+    fn event(&self, event: &kimi_wire::message::Event) {
+        use kimi_wire::message::{ContentPart, Event};
+        match event {
+            Event::ContentPart(ContentPart::Text(part)) if !part.text.is_empty() => self.append(&part.text),
+            Event::ToolCall(call) => self.append(&format!("[tool] {}\n", call.function.name)),
+            Event::ToolResult(result) => {
+                let value = &result.return_value;
+                let status = if value.is_error { "error" } else { "success" };
+                match value.brief() {
+                    "" => self.append(&format!("[tool_result] {status}\n")),
+                    brief => self.append(&format!("[tool_result] {status}: {brief}\n")),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn append(&self, text: &str) {
+        use std::io::Write;
+        for path in self.paths.iter() {
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut file| file.write_all(text.as_bytes()));
+            if let Err(e) = written {
+                tracing::debug!(path = %path.display(), error = %e, "agent transcript not written");
+            }
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod adversarial;
 mod background;
+mod background_agents;
 mod cli;
 mod crash;
 mod cron;

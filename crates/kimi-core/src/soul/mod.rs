@@ -3,8 +3,8 @@
 
 mod compaction;
 mod message;
-mod retry;
 mod notify;
+mod retry;
 mod step;
 mod turn;
 
@@ -21,10 +21,10 @@ use crate::context::Context;
 use crate::events::{EventSink, SubagentIdentity};
 use crate::hooks::HookEngine;
 use crate::mcp::McpManager;
+use crate::notifications::NotificationQueue;
 use crate::plan::PlanMode;
 use crate::recorder::WriteError;
 use crate::skills::Skills;
-use crate::notifications::NotificationQueue;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;

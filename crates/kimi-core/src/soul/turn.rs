@@ -81,6 +81,10 @@ impl Soul {
         if let Some(me) = &self.subagent {
             source.agent_id = Some(me.agent_id.clone());
             source.subagent_type = Some(me.subagent_type.clone());
+            if let Some(task) = &me.background_task {
+                source.kind = kimi_wire::message::ApprovalSourceKind::BackgroundAgent;
+                source.id.clone_from(task);
+            }
         }
         let result = tokio::select! {
             biased;
