@@ -456,6 +456,21 @@ async fn no_task_outlives_eof_or_sigterm() -> Result<()> {
 }
 
 #[tokio::test]
+async fn no_task_outlives_a_sigkilled_agent() -> Result<()> {
+    // No chance to clean up: the process guardian kills the task's group when our pipe to it closes.
+    let model = sleeper_model().await;
+    let home = TestHome::new()?
+        .with_config(&model.config(json!({})))?
+        .arg("--yolo");
+    let (mut wire, session, id) = session_with_a_sleeper(&home).await?;
+    let pgid = pgid_of(&session, &id)?;
+    assert!(group_alive(pgid));
+    wire.child.kill().await?;
+    assert!(group_gone_soon(pgid).await, "the task outlived a SIGKILLed agent");
+    Ok(())
+}
+
+#[tokio::test]
 async fn keep_alive_on_exit_leaves_the_task_to_the_next_agent() -> Result<()> {
     let model = sleeper_model().await;
     let config = model.config(json!({"background": {"keep_alive_on_exit": true}}));

@@ -231,10 +231,22 @@ impl TaskManager {
         let pgid = pid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         let timeout = Duration::from_secs(request.timeout_s);
         let grace = inner.config.kill_grace_period();
+        // A task meant to die with us must die with us even when we are SIGKILLed: the guardian
+        // kills its group then. A task kept alive on exit is left to the next agent instead.
+        let guarded = match u32::try_from(pgid) {
+            Ok(pgid) if pgid > 0 && !inner.config.keep_alive_on_exit => Some(pgid),
+            _ => None,
+        };
+        if let Some(pgid) = guarded {
+            crate::guardian::watch(pgid);
+        }
         let supervisor = Arc::clone(inner);
         inner.supervisors.spawn(async move {
             let detach = supervisor.detach.clone();
             let end = bash::supervise(child, pgid, Some(timeout), grace, &stop, &detach).await;
+            if let Some(pgid) = guarded {
+                crate::guardian::release(pgid);
+            }
             supervisor.finish_bash(&id, end, timeout);
         });
         Ok(view)
