@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use kimi_core::agent_spec::{self, AgentSpec};
 use kimi_core::approval::{ApprovalRuntime, ApprovalState};
 use kimi_core::background::TaskManager;
-use kimi_core::config::{self, Config, HookEvent};
+use kimi_core::config::{self, Config, Env, HookEvent};
 use kimi_core::context::Context;
 use kimi_core::events::EventSink;
 use kimi_core::hooks::{HookEngine, input as hook_input};
@@ -187,7 +187,19 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         session.work_dir.clone(),
         session.id.clone(),
     ));
-    let subagents = subagent_kit(&spec, &base_vars, &config, &llm, &model, settings, &hooks);
+    let types = subagent_types(&spec, &base_vars);
+    // The `Agent` tool is offered only when the agent file names subagent types.
+    let subagents = (!types.is_empty()).then(|| {
+        Arc::new(kimi_tools::SubagentKit {
+            llm: llm.clone(),
+            model: model.clone(),
+            settings,
+            hooks: Arc::clone(&hooks),
+            types,
+            model_aliases: config.models.keys().cloned().collect(),
+            models: model_switch(&config, &env, &provider_options),
+        })
+    });
     let deps = kimi_tools::ToolDeps {
         env: Arc::clone(&environment),
         state: Arc::clone(&session_state),
@@ -282,37 +294,37 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     Ok(())
 }
 
-/// What the `Agent` tool needs, when the agent file offers subagent types. A type whose agent file
-/// does not load is left out (logged), so one broken file does not take the others down.
-fn subagent_kit(
+/// The subagent types the agent file offers. A type whose agent file does not load is left out
+/// (logged), so one broken file does not take the others down.
+fn subagent_types(
     spec: &AgentSpec,
     vars: &std::collections::BTreeMap<String, String>,
-    config: &Config,
-    llm: &Option<Arc<dyn kimi_llm::ChatProvider>>,
-    model: &kimi_core::soul::ModelInfo,
-    settings: LoopSettings,
-    hooks: &Arc<HookEngine>,
-) -> Option<Arc<kimi_tools::SubagentKit>> {
-    let types: Vec<kimi_tools::SubagentType> = spec
-        .subagents
+) -> Vec<kimi_tools::SubagentType> {
+    spec.subagents
         .iter()
         .filter_map(|(name, sub)| {
             kimi_tools::SubagentType::load(name, &sub.description, &sub.path, vars)
                 .inspect_err(|e| tracing::warn!(subagent = %name, error = %e, "subagent type not loaded"))
                 .ok()
         })
-        .collect();
-    if types.is_empty() {
-        return None;
-    }
-    Some(Arc::new(kimi_tools::SubagentKit {
-        llm: llm.clone(),
-        model: model.clone(),
-        settings,
-        hooks: Arc::clone(hooks),
-        types,
-        model_aliases: config.models.keys().cloned().collect(),
-    }))
+        .collect()
+}
+
+/// Builds the provider of a configured model alias, for subagents started with `model`.
+fn model_switch(
+    config: &Config,
+    env: &Env,
+    options: &kimi_core::llm::ProviderOptions,
+) -> kimi_tools::ModelSwitch {
+    let (config, env, options) = (config.clone(), env.clone(), options.clone());
+    kimi_tools::ModelSwitch::new(move |alias| {
+        let resolved = config
+            .resolve_model(Some(alias), &env)
+            .map_err(|e| e.to_string())?;
+        let llm = kimi_core::llm::create_provider(&resolved, &env, &options).map_err(|e| format!("{e:#}"))?;
+        let model = kimi_core::llm::model_info(&resolved, llm.as_ref());
+        Ok((llm, model))
+    })
 }
 
 /// Builds the agent's tools, by the reference's `module:Class` paths or by our tool names.

@@ -95,10 +95,36 @@ impl SubagentType {
     }
 }
 
+/// A provider and its model facts.
+pub type ModelChoice = (Option<Arc<dyn ChatProvider>>, ModelInfo);
+
+/// Builds the provider for a model alias of the configuration, for a subagent run with `model`.
+#[derive(Clone)]
+pub struct ModelSwitch(Arc<BuildModel>);
+
+type BuildModel = dyn Fn(&str) -> Result<ModelChoice, String> + Send + Sync;
+
+impl ModelSwitch {
+    /// A switch calling `build` with the alias.
+    pub fn new(build: impl Fn(&str) -> Result<ModelChoice, String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(build))
+    }
+
+    fn build(&self, alias: &str) -> Result<ModelChoice, String> {
+        (self.0)(alias)
+    }
+}
+
+impl std::fmt::Debug for ModelSwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelSwitch")
+    }
+}
+
 /// Everything needed to start subagents.
 #[derive(Debug, Clone)]
 pub struct SubagentKit {
-    /// The provider subagents use (the parent's).
+    /// The provider subagents use unless they ask for another model (the parent's).
     pub llm: Option<Arc<dyn ChatProvider>>,
     /// The model facts.
     pub model: ModelInfo,
@@ -110,6 +136,31 @@ pub struct SubagentKit {
     pub types: Vec<SubagentType>,
     /// Model aliases the config defines (a `model` argument must name one).
     pub model_aliases: BTreeSet<String>,
+    /// Builds the provider of another alias.
+    pub models: ModelSwitch,
+}
+
+impl SubagentKit {
+    /// The provider for a run of `record`: the `model` argument, else the instance's own model alias,
+    /// else the parent's model.
+    fn model_for(
+        &self,
+        record: &InstanceRecord,
+        asked: Option<&str>,
+    ) -> Result<ModelChoice, ToolReturnValue> {
+        match asked.or(record.launch_spec.effective_model.as_deref()) {
+            None => Ok((self.llm.clone(), self.model.clone())),
+            Some(alias) if !self.model_aliases.contains(alias) => Err(ToolReturnValue::error(
+                "",
+                format!("Unknown model alias: {alias}"),
+                "Invalid model alias",
+            )),
+            Some(alias) => self
+                .models
+                .build(alias)
+                .map_err(|e| ToolReturnValue::error("", format!("Failed to run agent: {e}"), "Agent failed")),
+        }
+    }
 }
 
 // Parameters of `Agent` (plain comments on the types: doc comments would become schema descriptions).
@@ -210,6 +261,10 @@ impl AgentTool {
         let Some(kind) = self.kit.types.iter().find(|t| t.name == record.subagent_type) else {
             return unknown_type(&record.subagent_type);
         };
+        let model = match self.kit.model_for(&record, args.model.as_deref()) {
+            Ok(model) => model,
+            Err(error) => return error,
+        };
         let fail = |e: &dyn std::fmt::Display| {
             ToolReturnValue::error("", format!("Failed to run agent: {e}"), "Agent failed")
         };
@@ -236,7 +291,7 @@ impl AgentTool {
         };
         let recorder = Arc::new(WireRecorder::open(&dir.join("wire.jsonl")).await);
         let events = EventSink::for_subagent(&self.deps.events, identity.clone(), recorder);
-        let soul = self.build_soul(kind, identity, events, &dir).await;
+        let soul = self.build_soul(kind, identity, events, model, &dir).await;
         let _ = self
             .kit
             .hooks
@@ -302,6 +357,10 @@ impl AgentTool {
         else {
             return unknown_type(&record.subagent_type);
         };
+        let model = match self.kit.model_for(&record, args.model.as_deref()) {
+            Ok(model) => model,
+            Err(error) => return error,
+        };
         let description = args.description.trim().to_owned();
         if let Err(e) = store.update(&mut record, InstanceStatus::RunningBackground, Some(&description)) {
             return ToolReturnValue::error("", e.to_string(), "Background start failed");
@@ -328,6 +387,7 @@ impl AgentTool {
             kind: kind.clone(),
             prompt: args.prompt,
             timeout_s,
+            model,
         };
         let tool = Arc::clone(&self);
         let started = self.deps.tasks.start_task(new, move |task_id, stop| async move {
@@ -396,7 +456,9 @@ impl AgentTool {
             Arc::new(move |event: &kimi_wire::message::Event| transcript.event(event))
         };
         let events = EventSink::for_background(&self.deps.events, recorder, observer);
-        let soul = self.build_soul(&run.kind, identity, events, &dir).await;
+        let soul = self
+            .build_soul(&run.kind, identity, events, run.model.clone(), &dir)
+            .await;
         let _ = self
             .kit
             .hooks
@@ -491,6 +553,7 @@ impl AgentTool {
         kind: &SubagentType,
         identity: SubagentIdentity,
         events: EventSink,
+        (llm, model): ModelChoice,
         dir: &std::path::Path,
     ) -> Soul {
         let deps = ToolDeps {
@@ -516,8 +579,8 @@ impl AgentTool {
         }
         let context = Context::open(&dir.join("context.jsonl"), kind.system_prompt.clone()).await;
         Soul::new(SoulParts {
-            llm: self.kit.llm.clone(),
-            model: self.kit.model.clone(),
+            llm,
+            model,
             settings: self.kit.settings,
             context,
             toolset,
@@ -537,6 +600,7 @@ struct BackgroundRun {
     kind: SubagentType,
     prompt: String,
     timeout_s: u64,
+    model: ModelChoice,
 }
 
 /// A background agent's readable transcript, appended to every one of its files (the reference's

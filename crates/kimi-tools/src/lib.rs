@@ -51,7 +51,7 @@ use kimi_core::state::{ClientFlags, Environment, SessionState};
 use kimi_core::toolset::{Tool, schema_for};
 use kimi_llm::ToolSpec;
 
-pub use agent::{AgentTool, SubagentKit, SubagentType};
+pub use agent::{AgentTool, ModelChoice, ModelSwitch, SubagentKit, SubagentType};
 pub use ask_user::AskUserQuestion;
 pub use cron::{CronCreate, CronDelete, CronList};
 pub use plan::{EnterPlanMode, ExitPlanMode, PlanToolDeps};

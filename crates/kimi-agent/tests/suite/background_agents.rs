@@ -1,5 +1,5 @@
-//! `Agent(run_in_background=true)`: the subagent runs as a background task (`agent-…`) while the parent
-//! goes on; TaskOutput shows its transcript, its end is announced like any task's, its events stay off
+//! Subagents on a mock model: `Agent(model=…)` runs on that model, and `Agent(run_in_background=true)`
+//! runs as a background task (`agent-…`) while the parent goes on; TaskOutput shows its transcript, its end is announced like any task's, its events stay off
 //! the wire, and its approval requests reach the client even after the parent's turn has ended.
 //!
 //! The model is a mock server that answers by who is asking: a request whose first user message is the
@@ -207,5 +207,43 @@ async fn a_background_agents_approval_reaches_the_client_after_the_turn_ended() 
             .any(|m| message_text(m).contains("Background task completed: look around"))
     });
     assert!(announced || told_model, "{messages:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_subagent_given_a_model_alias_runs_on_that_model() -> Result<()> {
+    // Two servers: the session's model, and the one the `model` argument names.
+    let main = MockModel::start(|_, messages| match tool_result(messages, "tc-agent") {
+        None => Reply::call(
+            "tc-agent",
+            "Agent",
+            json!({"description": "on other", "prompt": SUBTASK, "model": "other"}),
+        ),
+        Some(_) => Reply::Text("parent done".into()),
+    })
+    .await;
+    let other = MockModel::start(|_, _| Reply::Text(report())).await;
+    let mut config = main.config(json!({}));
+    config["models"]["other"] =
+        json!({"provider": "other", "model": "other-model", "max_context_size": 100000});
+    config["providers"]["other"] = json!({
+        "type": "openai_legacy", "base_url": format!("{}/v1", other.server.uri()), "api_key": "sk-other"
+    });
+    let home = TestHome::new()?.with_config(&config)?;
+    let mut wire = WireProcess::spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    let (response, messages) = wire.prompt(json!("delegate it")).await?;
+    assert_eq!(response["result"], json!({"status": "finished"}));
+    let result = result_of(&messages, "tc-agent")?;
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(
+        result["output"].as_str().is_some_and(|o| o.contains(&report())),
+        "{result}"
+    );
+    // The subagent asked the other server, and only the parent asked the session's.
+    let asked_other = other.requests().await;
+    assert_eq!(asked_other.len(), 1);
+    assert!(is_subagent(&asked_other[0]));
+    assert!(main.requests().await.iter().all(|r| !is_subagent(r)));
     Ok(())
 }
