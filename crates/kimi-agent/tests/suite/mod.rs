@@ -12,6 +12,7 @@ mod providers;
 mod session_compat;
 mod session_state;
 mod sessions;
+mod shell_guardian;
 mod skills;
 mod steer_cancel;
 mod subagents;

@@ -11,7 +11,8 @@
 //! away, then SIGKILL, so grandchildren that ignore SIGTERM die too. After the kill the pipe is drained
 //! only briefly: a process that left the group (`setsid`) and still holds the pipe cannot keep us
 //! waiting. If the run future is dropped instead (the turn was abandoned), a guard sends SIGKILL to the
-//! group at once.
+//! group at once. While the command runs, its group is registered with the process guardian
+//! (`kimi_core::guardian`), which kills it if the agent is killed before it can do so itself.
 //!
 //! When the command ends on its own, processes it left running in the background are not touched,
 //! as in the reference.
@@ -108,10 +109,7 @@ pub(crate) async fn run(
     // The command still holds our copies of the pipe's write end; without dropping it, EOF never comes.
     drop(command);
     let group = match child.id().and_then(|id| i32::try_from(id).ok()) {
-        Some(pid) => GroupGuard {
-            pgid: Pid::from_raw(pid),
-            armed: true,
-        },
+        Some(pid) => GroupGuard::watch(Pid::from_raw(pid)),
         None => return Err(io::Error::other("the shell exited before it could be tracked")),
     };
     let mut output = Output {
@@ -264,6 +262,8 @@ fn char_boundary(bytes: &[u8], at: usize) -> usize {
 }
 
 /// The command's process group; SIGKILLed when dropped while still armed (the run was abandoned).
+/// While armed it is also registered with the process guardian, which kills it if the agent itself is
+/// killed before it can.
 #[derive(Debug)]
 struct GroupGuard {
     pgid: Pid,
@@ -271,6 +271,13 @@ struct GroupGuard {
 }
 
 impl GroupGuard {
+    fn watch(pgid: Pid) -> Self {
+        if let Ok(id) = u32::try_from(pgid.as_raw()) {
+            kimi_core::guardian::watch(id);
+        }
+        Self { pgid, armed: true }
+    }
+
     fn signal(&self, signal: Signal) {
         match killpg(self.pgid, signal) {
             Ok(()) | Err(Errno::ESRCH) => {}
@@ -285,7 +292,7 @@ impl GroupGuard {
         !matches!(killpg(self.pgid, None), Err(Errno::ESRCH))
     }
 
-    /// The command is over; leave whatever it left running alone.
+    /// The command is over; leave whatever it left running alone (the guardian too).
     fn disarm(mut self) {
         self.armed = false;
     }
@@ -295,6 +302,9 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             self.signal(Signal::SIGKILL);
+        }
+        if let Ok(id) = u32::try_from(self.pgid.as_raw()) {
+            kimi_core::guardian::release(id);
         }
     }
 }
