@@ -6,6 +6,7 @@ mod errors;
 mod hooks;
 mod initialize;
 mod mcp;
+mod mcp_oauth;
 mod plan_mode;
 mod prompt;
 mod providers;
