@@ -3,7 +3,8 @@
 //! contains it.
 //!
 //! `mcp_test_server` serves on stdin/stdout; `mcp_test_server http` serves streamable HTTP on a free
-//! local port, prints its URL on stdout and runs until stdin closes.
+//! local port, prints its URL on stdout and runs until stdin closes. `mcp_test_server oauth` does the
+//! same behind OAuth, playing the authorization server too (see `mcp_test_server/oauth.rs`).
 //!
 //! Behaviour switches (environment):
 //! - `MCP_TEST_HANG=1`: never answer anything (a server stuck before `initialize`).
@@ -20,6 +21,9 @@
 //! cancellation), `cancelled {}` (waits up to 10 s for a counted cancellation), `crash {}` (exits
 //! mid-call), `add_tool {}` (adds `extra` and sends `tools/list_changed`), `image {}`, `pid {}`, and
 //! `extra {}` once added.
+
+#[path = "mcp_test_server/oauth.rs"]
+mod oauth;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -220,20 +224,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::task::spawn_blocking(move || std::fs::File::open(gate)).await??;
     }
     flood_stderr().await?;
-    if std::env::args().nth(1).as_deref() == Some("http") {
-        return serve_http().await;
+    match std::env::args().nth(1).as_deref() {
+        Some("http") => return serve_http(false).await,
+        Some("oauth") => return serve_http(true).await,
+        _ => {}
     }
     let service = TestServer::default().serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(())
 }
 
-async fn serve_http() -> Result<(), Box<dyn std::error::Error>> {
+async fn serve_http(with_oauth: bool) -> Result<(), Box<dyn std::error::Error>> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}/mcp", listener.local_addr()?);
+    let base = format!("http://{}", listener.local_addr()?);
+    let url = format!("{base}/mcp");
+    let auth = with_oauth.then(|| Arc::new(oauth::AuthServer::new(base)));
     let shared = TestServer::default();
     let service = StreamableHttpService::new(
         move || Ok(shared.clone()),
@@ -248,7 +256,20 @@ async fn serve_http() -> Result<(), Box<dyn std::error::Error>> {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let service = hyper_util::service::TowerToHyperService::new(service.clone());
+            let (mcp, auth) = (service.clone(), auth.clone());
+            let service = hyper::service::service_fn(move |request| {
+                let (mcp, auth) = (mcp.clone(), auth.clone());
+                async move {
+                    let request = match auth {
+                        Some(auth) => match auth.route(request).await {
+                            Ok(reply) => return Ok::<_, std::convert::Infallible>(reply),
+                            Err(request) => request,
+                        },
+                        None => request,
+                    };
+                    Ok(mcp.handle(request).await)
+                }
+            });
             tokio::spawn(async move {
                 let io = hyper_util::rt::TokioIo::new(stream);
                 let _ = hyper::server::conn::http1::Builder::new()

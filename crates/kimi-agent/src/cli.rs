@@ -208,7 +208,7 @@ pub enum McpCommand {
         /// Name of the MCP server to test.
         name: String,
     },
-    /// Authorize with an OAuth-enabled MCP server (not supported yet; explains what to do).
+    /// Authorize with an OAuth-enabled MCP server.
     Auth {
         /// Name of the MCP server to authorize.
         name: String,

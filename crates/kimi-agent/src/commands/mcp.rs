@@ -1,12 +1,12 @@
 //! `kimi-agent mcp add|list|remove|test|auth|reset-auth`: edit and try `<share>/mcp.json` (reference
 //! `cli/mcp.py`, with its messages). Differences are listed in docs/protocol.md.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use kimi_core::mcp::config::{self, Transport};
-use kimi_core::mcp::{Connection, DEFAULT_CONNECT_TIMEOUT, oauth};
+use kimi_core::mcp::config::{self, ServerConfig};
+use kimi_core::mcp::{Connection, DEFAULT_CONNECT_TIMEOUT, authorize, oauth};
 use serde_json::{Map, Value, json};
 
 use crate::cli::{McpAddArgs, McpCommand, McpTransport};
@@ -23,7 +23,7 @@ pub fn run(command: &McpCommand, share_dir: &Path) -> ExitCode {
         McpCommand::Add(args) => add(&file, args),
         McpCommand::List => list(&file, share_dir),
         McpCommand::Remove { name } => remove(&file, name),
-        McpCommand::Test { name } => test(&file, name),
+        McpCommand::Test { name } => test(&file, share_dir, name),
         McpCommand::Auth { name } => auth(&file, share_dir, name),
         McpCommand::ResetAuth { name } => reset_auth(&file, share_dir, name),
     };
@@ -253,7 +253,7 @@ fn list(file: &Path, share_dir: &Path) -> Outcome {
             };
             let mut line = format!("{name} ({transport}): {url}");
             if server.get("auth").and_then(Value::as_str) == Some("oauth")
-                && oauth::stored_token(share_dir, &url).is_none()
+                && !oauth::has_tokens(share_dir, &url)
             {
                 line.push_str(&format!(
                     " [authorization required - run: kimi-agent mcp auth {name}]"
@@ -275,80 +275,146 @@ fn text(value: &Value) -> String {
     }
 }
 
-fn test(file: &Path, name: &str) -> Outcome {
-    let raw = server(file, name, false)?;
+/// The server called `name`, parsed as the agent would load it.
+fn parsed_server(name: &str, raw: Map<String, Value>) -> Result<ServerConfig, Failure> {
     let mut document = Map::new();
     document.insert("mcpServers".into(), json!({ name: raw }));
     let parsed = config::parse_one(&Value::Object(document)).map_err(|e| Failure(e.to_string()))?;
-    let Some(server) = parsed.into_iter().next() else {
-        return Err(Failure(format!("MCP server '{name}' not found.")));
-    };
-    say(&format!("Testing connection to '{name}'..."));
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    parsed
+        .into_iter()
+        .next()
+        .ok_or_else(|| Failure(format!("MCP server '{name}' not found.")))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure(format!("cannot start the async runtime: {e}")))?;
-    let share = kimi_core::paths::share_dir();
-    runtime.block_on(async {
-        let bearer = match &server.transport {
-            Transport::Http { url, .. } => oauth::stored_token(&share, url),
-            _ => None,
-        };
-        let timeout = server.timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT);
-        let tools = async {
-            let connection = Connection::connect(
-                name,
-                &server.transport,
-                bearer,
-                timeout,
-                Arc::new(tokio::sync::Notify::new()),
-            )
-            .await?;
-            let tools = connection.list_tools().await;
-            connection.shutdown().await;
-            tools
-        };
-        let tools = match tokio::time::timeout(timeout, tools).await {
-            Ok(Ok(tools)) => tools,
-            Ok(Err(e)) => return Err(Failure(format!("✗ Connection failed: {e}"))),
-            Err(_) => {
-                return Err(Failure(format!(
-                    "✗ Connection failed: timed out after {} ms",
-                    timeout.as_millis()
-                )));
-            }
-        };
+        .map_err(|e| Failure(format!("cannot start the async runtime: {e}")))
+}
+
+/// Connects to `server`, lists its tools (name and description) and disconnects, within its connect
+/// timeout.
+async fn list_tools(server: &ServerConfig, share_dir: &Path) -> Result<Vec<(String, String)>, String> {
+    let timeout = server.timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    let tools = async {
+        let connection = Connection::connect(
+            &server.name,
+            &server.transport,
+            share_dir,
+            timeout,
+            Arc::new(tokio::sync::Notify::new()),
+        )
+        .await?;
+        let tools = connection.list_tools().await;
+        connection.shutdown().await;
+        tools
+    };
+    match tokio::time::timeout(timeout, tools).await {
+        Ok(Ok(tools)) => Ok(tools
+            .into_iter()
+            .map(|t| {
+                (
+                    t.name.into_owned(),
+                    t.description.unwrap_or_default().into_owned(),
+                )
+            })
+            .collect()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("timed out after {} ms", timeout.as_millis())),
+    }
+}
+
+fn test(file: &Path, share_dir: &Path, name: &str) -> Outcome {
+    let server = parsed_server(name, server(file, name, false)?)?;
+    say(&format!("Testing connection to '{name}'..."));
+    runtime()?.block_on(async {
+        let tools = list_tools(&server, share_dir)
+            .await
+            .map_err(|e| Failure(format!("✗ Connection failed: {e}")))?;
         say(&format!("✓ Connected to '{name}'"));
         say(&format!("  Available tools: {}", tools.len()));
         if !tools.is_empty() {
             say("  Tools:");
-            for tool in &tools {
-                let description = tool.description.as_deref().unwrap_or("");
+            for (tool, description) in &tools {
                 let description = if description.chars().count() > 50 {
                     format!("{}...", description.chars().take(47).collect::<String>())
                 } else {
                     description.to_owned()
                 };
-                say(&format!("    - {}: {description}", tool.name));
+                say(&format!("    - {tool}: {description}"));
             }
         }
         Ok(())
     })
 }
 
+/// The OAuth authorization-code flow (reference: fastmcp's `OAuth` behind `kimi mcp auth`), then a
+/// connection that proves the tokens work, as the reference's listing of the tools does.
 fn auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {
-    let server = server(file, name, true)?;
-    if server.get("auth").and_then(Value::as_str) != Some("oauth") {
+    let raw = server(file, name, true)?;
+    if raw.get("auth").and_then(Value::as_str) != Some("oauth") {
         return Err(Failure(format!(
             "MCP server '{name}' does not use OAuth. Add with --auth oauth."
         )));
     }
-    let url = server.get("url").map(text).unwrap_or_default();
-    let token_file: PathBuf = oauth::token_file(share_dir, &url);
-    Err(Failure(format!(
-        "Interactive OAuth authorization is not supported by kimi-agent yet. Store an access token for '{name}' as {{\"access_token\": \"...\"}} in {}.",
-        token_file.display()
-    )))
+    let url = raw.get("url").map(text).unwrap_or_default();
+    let server = parsed_server(name, raw)?;
+    let failed = |e: &dyn std::fmt::Display| Failure(format!("Authorization failed: {e}"));
+    say(&format!("Authorizing with '{name}'..."));
+    runtime()?.block_on(async {
+        let pending = authorize::begin(share_dir, &url).await.map_err(|e| failed(&e))?;
+        if open_browser(pending.url()) {
+            say("A browser window will open for authorization. If it does not, open this URL:");
+        } else {
+            say("Open this URL in a browser to authorize:");
+        }
+        say(&format!("  {}", pending.url()));
+        say(&format!(
+            "Waiting for the authorization callback on {} ...",
+            pending.redirect_uri()
+        ));
+        pending
+            .finish(authorize::CALLBACK_TIMEOUT)
+            .await
+            .map_err(|e| failed(&e))?;
+        let tools = list_tools(&server, share_dir).await.map_err(|e| failed(&e))?;
+        say(&format!("Successfully authorized with '{name}'."));
+        say(&format!("Available tools: {}", tools.len()));
+        Ok(())
+    })
+}
+
+/// Opens `url` in the desktop's browser when there is a desktop and a person at a terminal; headless
+/// (no display, or output piped to a program) it does nothing and the printed URL is the way.
+fn open_browser(url: &str) -> bool {
+    use std::io::IsTerminal;
+    let has_display = cfg!(target_os = "macos")
+        || ["DISPLAY", "WAYLAND_DISPLAY"]
+            .iter()
+            .any(|key| std::env::var_os(key).is_some_and(|v| !v.is_empty()));
+    if !has_display || !std::io::stdout().is_terminal() {
+        return false;
+    }
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let spawned = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        Ok(mut child) => {
+            // Reaped in the background so it does not linger as a zombie while we wait for the callback.
+            std::thread::spawn(move || child.wait());
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 fn reset_auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {

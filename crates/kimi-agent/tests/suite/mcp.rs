@@ -14,7 +14,7 @@ use crate::common::{READ_TIMEOUT, TestHome, WireProcess, approval_answer, payloa
 
 /// The test server binary, built on first use when `cargo test` did not build the examples (as with
 /// `cargo test --test all`).
-fn test_server() -> Result<PathBuf> {
+pub(crate) fn test_server() -> Result<PathBuf> {
     // Built once per test run, always: an existing binary may predate the current source.
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
@@ -57,7 +57,11 @@ fn build_test_server() -> Result<PathBuf> {
 
 /// A scripted home whose config sets `tool_call_timeout_ms` when given, with `servers` in an MCP config
 /// file passed by `--mcp-config-file`.
-fn home_with(scripts: &[&str], servers: Value, tool_call_timeout_ms: Option<u64>) -> Result<TestHome> {
+pub(crate) fn home_with(
+    scripts: &[&str],
+    servers: Value,
+    tool_call_timeout_ms: Option<u64>,
+) -> Result<TestHome> {
     let home = TestHome::new()?;
     let config_path = home.scripted_config(scripts, json!({}))?;
     let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&config_path)?)?;
@@ -78,23 +82,23 @@ fn stdio_server(env: Value) -> Result<Value> {
     Ok(json!({"command": test_server()?.to_string_lossy(), "args": [], "env": env}))
 }
 
-fn call(id: &str, name: &str, args: Value) -> String {
+pub(crate) fn call(id: &str, name: &str, args: Value) -> String {
     tool_call_line(id, name, Some(&args.to_string()))
 }
 
-fn init() -> Value {
+pub(crate) fn init() -> Value {
     json!({"protocol_version": "1.10"})
 }
 
 /// The `return_value`s of the ToolResult events, in order.
-fn results(messages: &[Value]) -> Vec<Value> {
+pub(crate) fn results(messages: &[Value]) -> Vec<Value> {
     payloads(messages, "ToolResult")
         .into_iter()
         .map(|p| p["return_value"].clone())
         .collect()
 }
 
-fn text_output(value: &Value) -> String {
+pub(crate) fn text_output(value: &Value) -> String {
     value["output"]
         .as_array()
         .map(|parts| {

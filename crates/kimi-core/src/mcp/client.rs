@@ -9,17 +9,19 @@
 //! still SIGKILLs the group.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool,
 };
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHttpClientTransportConfig};
+use rmcp::transport::{AuthClient, AuthError, AuthorizationManager, StreamableHttpClientTransport};
 use rmcp::{ClientCacheConfig, ClientHandler, MAX_CLIENT_CACHE_TTL, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
@@ -27,6 +29,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::config::{RemoteAuth, Transport};
+use super::oauth;
 
 /// Variables a stdio server inherits from us (reference: the `mcp` SDK's `DEFAULT_INHERITED_ENV_VARS`).
 const INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
@@ -44,9 +47,9 @@ pub enum McpError {
     /// The server's transport is not supported (legacy SSE).
     #[error("the legacy SSE transport is not supported; use streamable HTTP (\"transport\": \"http\")")]
     UnsupportedTransport,
-    /// An OAuth server without a stored token.
-    #[error("not authorized")]
-    Unauthorized,
+    /// An OAuth server without a usable token: none stored, or expired and not refreshable.
+    #[error("not authorized: {0}")]
+    Unauthorized(String),
     /// The child could not be started.
     #[error("failed to start `{command}`: {reason}")]
     Spawn {
@@ -118,11 +121,12 @@ pub struct Connection {
 
 impl Connection {
     /// Connects to `transport` and completes the MCP handshake within `timeout`. `tools_changed` is
-    /// notified when the server announces a new tool list.
+    /// notified when the server announces a new tool list. An OAuth server's tokens are read from (and
+    /// refreshed into) `share_dir`.
     pub async fn connect(
         server: &str,
         transport: &Transport,
-        bearer: Option<String>,
+        share_dir: &Path,
         timeout: Duration,
         tools_changed: Arc<Notify>,
     ) -> Result<Self, McpError> {
@@ -186,11 +190,6 @@ impl Connection {
                 }
             }
             Transport::Http { url, headers, auth } => {
-                let bearer = match auth {
-                    RemoteAuth::None => None,
-                    RemoteAuth::Bearer(token) => Some(token.clone()),
-                    RemoteAuth::OAuth => Some(bearer.ok_or(McpError::Unauthorized)?),
-                };
                 let mut custom_headers = HashMap::new();
                 for (name, value) in headers {
                     let (Ok(name), Ok(value)) = (
@@ -207,13 +206,33 @@ impl Connection {
                     .build()
                     .map_err(|e| McpError::Initialize(format!("cannot create the HTTP client: {e}")))?;
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                config.auth_header = bearer;
                 config.custom_headers = custom_headers;
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                let serve = match auth {
+                    RemoteAuth::None => serve_http(
+                        handler,
+                        StreamableHttpClientTransport::with_client(client, config),
+                    )
+                    .boxed(),
+                    RemoteAuth::Bearer(token) => {
+                        config.auth_header = Some(token.clone());
+                        serve_http(
+                            handler,
+                            StreamableHttpClientTransport::with_client(client, config),
+                        )
+                        .boxed()
+                    }
+                    RemoteAuth::OAuth => {
+                        let client = oauth_client(share_dir, url, client).await?;
+                        serve_http(
+                            handler,
+                            StreamableHttpClientTransport::with_client(client, config),
+                        )
+                        .boxed()
+                    }
+                };
+                match tokio::time::timeout(timeout, serve).await {
                     Ok(Ok(service)) => Ok(Self::ready(server, service, None, None).await),
-                    Ok(Err(e)) if e.is_authorization_required() => Err(McpError::Unauthorized),
-                    Ok(Err(e)) => Err(McpError::Initialize(e.to_string())),
+                    Ok(Err(e)) => Err(e),
                     Err(_) => Err(McpError::ConnectTimeout(timeout)),
                 }
             }
@@ -288,6 +307,54 @@ impl Connection {
             task.abort();
         }
     }
+}
+
+/// Completes the MCP handshake over streamable HTTP.
+async fn serve_http<C>(
+    handler: Handler,
+    transport: StreamableHttpClientTransport<C>,
+) -> Result<RunningService<RoleClient, Handler>, McpError>
+where
+    C: StreamableHttpClient + Send + Sync + 'static,
+    C::Error: std::error::Error + Send + Sync + 'static,
+{
+    match handler.serve(transport).await {
+        Ok(service) => Ok(service),
+        Err(e) if e.is_authorization_required() => Err(McpError::Unauthorized(
+            "the server rejected the stored OAuth token".into(),
+        )),
+        Err(e) => Err(McpError::Initialize(e.to_string())),
+    }
+}
+
+/// An HTTP client that sends the stored OAuth token of `url`, refreshing it (and storing the new one)
+/// when it has expired or the server rejects it. A token that is missing, or expired without a working
+/// refresh, makes the server unauthorized before anything is sent to it.
+async fn oauth_client(
+    share_dir: &Path,
+    url: &str,
+    http: reqwest::Client,
+) -> Result<AuthClient<reqwest::Client>, McpError> {
+    let unusable = |e: AuthError| match e {
+        AuthError::AuthorizationRequired | AuthError::TokenExpired => McpError::Unauthorized(
+            "no usable OAuth token is stored (it may have expired without a way to refresh it)".into(),
+        ),
+        AuthError::TokenRefreshRejected(reason) | AuthError::TokenRefreshFailed(reason) => {
+            McpError::Unauthorized(format!("refreshing the OAuth token failed: {reason}"))
+        }
+        AuthError::CredentialStoreError(reason) => McpError::Unauthorized(reason),
+        // Discovery and transport failures say nothing about the tokens: the server is unreachable.
+        other => McpError::Initialize(format!("OAuth setup failed: {other}")),
+    };
+    if !oauth::has_tokens(share_dir, url) {
+        return Err(McpError::Unauthorized("no OAuth token is stored".into()));
+    }
+    let mut manager = AuthorizationManager::new(url).await.map_err(unusable)?;
+    manager.set_credential_store(oauth::FileCredentialStore::new(share_dir, url));
+    manager.initialize_from_store().await.map_err(unusable)?;
+    // Refresh now rather than in the middle of the handshake, so a failure says what went wrong.
+    manager.get_access_token().await.map_err(unusable)?;
+    Ok(AuthClient::new(http, manager))
 }
 
 impl Drop for Connection {
@@ -416,7 +483,7 @@ mod tests {
         let err = Connection::connect(
             "x",
             &transport,
-            None,
+            Path::new("/nonexistent"),
             Duration::from_secs(5),
             Arc::new(Notify::new()),
         )

@@ -7,7 +7,7 @@
 //! - [`state`]: the per-server [`ServerState`] and the wire's `mcp_status` snapshot.
 //! - `tool`: [`McpTool`], a server's tool as a [`crate::toolset::Tool`] (approval `mcp:<tool>`).
 //! - [`convert`]: MCP results into tool return values within the 100 000-character budget.
-//! - [`oauth`]: stored tokens of OAuth servers.
+//! - [`oauth`]: stored tokens of OAuth servers; [`authorize`]: the flow that obtains them.
 //!
 //! [`McpManager::start`] connects every server in the background at startup; the first turn waits for
 //! it (bounded) and reports progress with `MCPLoadingBegin`/`MCPLoadingEnd` (see `soul/turn.rs`). A
@@ -17,6 +17,7 @@
 //! server's status, never silently replacing the other. A connection that died is re-established (and
 //! its tools re-listed) on the next call; `notifications/tools/list_changed` re-lists at once.
 
+pub mod authorize;
 pub mod client;
 pub mod config;
 pub mod convert;
@@ -133,7 +134,7 @@ impl McpServer {
                 url,
                 auth: RemoteAuth::OAuth,
                 ..
-            } if oauth::stored_token(&settings.share_dir, url).is_none() => {
+            } if !oauth::has_tokens(&settings.share_dir, url) => {
                 tracing::warn!(
                     server = %config.name,
                     "Skipping OAuth MCP server '{}': not authorized. Run 'kimi-agent mcp auth {}' first.",
@@ -205,15 +206,11 @@ impl McpServer {
         }
         self.set_state(ServerState::Connecting);
         let timeout = self.connect_timeout();
-        let bearer = match &self.config.transport {
-            Transport::Http { url, .. } => oauth::stored_token(&self.settings.share_dir, url),
-            _ => None,
-        };
         let result = tokio::time::timeout(timeout, async {
             let connection = Connection::connect(
                 &self.config.name,
                 &self.config.transport,
-                bearer,
+                &self.settings.share_dir,
                 timeout,
                 Arc::clone(&self.tools_changed),
             )
@@ -238,8 +235,16 @@ impl McpServer {
                 Ok(connection)
             }
             Err(e) => {
-                let state = match e {
-                    McpError::Unauthorized => ServerState::Unauthorized,
+                let state = match &e {
+                    McpError::Unauthorized(reason) => {
+                        tracing::warn!(
+                            server = %self.config.name,
+                            "OAuth MCP server '{}' is not authorized ({reason}). Run 'kimi-agent mcp auth {}'.",
+                            self.config.name,
+                            self.config.name
+                        );
+                        ServerState::Unauthorized
+                    }
                     _ => ServerState::Failed { error: e.to_string() },
                 };
                 self.set_state(state);

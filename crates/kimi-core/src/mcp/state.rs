@@ -4,8 +4,8 @@ use kimi_wire::message::{McpServerState, McpServerStatus, McpStatus};
 
 /// The connection state of one server (reference `MCPServerInfo.status`).
 ///
-/// `Pending → Connecting → Connected | Failed`; an OAuth server without stored tokens starts and stays
-/// `Unauthorized`. A connected server that crashes goes back through `Connecting` on its next use.
+/// `Pending → Connecting → Connected | Failed | Unauthorized`; an OAuth server without stored tokens
+/// starts and stays `Unauthorized`, one whose token cannot be refreshed ends there. A connected server that crashes goes back through `Connecting` on its next use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerState {
     /// Configured, not started.
@@ -19,7 +19,8 @@ pub enum ServerState {
         /// The reason, for logs and `mcp test`.
         error: String,
     },
-    /// An OAuth server without stored tokens; never started.
+    /// An OAuth server without a usable token: none stored (never started), or expired and the refresh
+    /// failed (`mcp auth` again).
     Unauthorized,
 }
 

@@ -11,7 +11,8 @@
 //! away, then SIGKILL, so grandchildren that ignore SIGTERM die too. After the kill the pipe is drained
 //! only briefly: a process that left the group (`setsid`) and still holds the pipe cannot keep us
 //! waiting. If the run future is dropped instead (the turn was abandoned), a guard sends SIGKILL to the
-//! group at once.
+//! group at once. While the command runs, its group is registered with the process guardian
+//! (`kimi_core::guardian`), which kills it if the agent is killed before it can do so itself.
 //!
 //! When the command ends on its own, processes it left running in the background are not touched,
 //! as in the reference.
@@ -106,10 +107,7 @@ pub(crate) async fn run(
     // The command still holds our copies of the pipe's write end; without dropping it, EOF never comes.
     drop(command);
     let group = match child.id().and_then(|id| i32::try_from(id).ok()) {
-        Some(pid) => GroupGuard {
-            pgid: pid,
-            armed: true,
-        },
+        Some(pid) => GroupGuard::watch(pid),
         None => return Err(io::Error::other("the shell exited before it could be tracked")),
     };
     let mut output = Output {
@@ -254,6 +252,8 @@ fn char_boundary(bytes: &[u8], at: usize) -> usize {
 }
 
 /// The command's process group; SIGKILLed when dropped while still armed (the run was abandoned).
+/// While armed it is also registered with the process guardian, which kills it if the agent itself is
+/// killed before it can.
 #[derive(Debug)]
 struct GroupGuard {
     pgid: i32,
@@ -261,6 +261,13 @@ struct GroupGuard {
 }
 
 impl GroupGuard {
+    fn watch(pgid: i32) -> Self {
+        if let Ok(id) = u32::try_from(pgid) {
+            kimi_core::guardian::watch(id);
+        }
+        Self { pgid, armed: true }
+    }
+
     fn signal(&self, signal: Signal) {
         procgroup::signal(self.pgid, signal);
     }
@@ -270,7 +277,7 @@ impl GroupGuard {
         procgroup::is_alive(self.pgid)
     }
 
-    /// The command is over; leave whatever it left running alone.
+    /// The command is over; leave whatever it left running alone (the guardian too).
     fn disarm(mut self) {
         self.armed = false;
     }
@@ -280,6 +287,9 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             self.signal(Signal::SIGKILL);
+        }
+        if let Ok(id) = u32::try_from(self.pgid) {
+            kimi_core::guardian::release(id);
         }
     }
 }

@@ -1,0 +1,69 @@
+//! A Shell command's process group is registered with the process guardian: killing the agent with
+//! SIGKILL (no cleanup of its own) must not leave the command running.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::common::{READ_TIMEOUT, TestHome, WireProcess, shell_call_line};
+
+/// How often the tests look again at something that changes outside their control.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Whether `pid` is a live process (a zombie counts as gone).
+fn is_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// The pid written (with a newline) into `file`, once it is there.
+async fn wait_for_pid(file: &Path) -> Result<u32> {
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file)
+            && text.ends_with('\n')
+        {
+            return text.trim().parse().context("pid file");
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the command never wrote its pid"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[tokio::test]
+async fn no_shell_command_outlives_a_sigkilled_agent() -> Result<()> {
+    let pid_dir = tempfile::tempdir()?;
+    let pid_file = pid_dir.path().join("sleeper");
+    // `exec` makes the recorded pid the sleeper itself, the process that would be left behind.
+    let command = format!("sh -c 'echo $$ > {}; exec sleep 1000'", pid_file.display());
+    let scripts = [&shell_call_line("tc-1", &command)[..], "text: done"];
+    let home = TestHome::new()?.scripted(&scripts)?.arg("--yolo");
+    let mut wire = WireProcess::spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    wire.start_prompt(json!("go")).await?;
+    let pid = wait_for_pid(&pid_file).await?;
+    assert!(is_alive(pid), "the command should be running");
+
+    // SIGKILL: the agent cleans up nothing; its guardian must.
+    wire.child.start_kill()?;
+    tokio::time::timeout(READ_TIMEOUT, wire.child.wait()).await??;
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    while is_alive(pid) {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the shell command {pid} survived the agent's SIGKILL"
+        );
+        // The guardian acts when it sees its pipe close, a moment after our wait returns.
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
+}
