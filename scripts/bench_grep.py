@@ -38,6 +38,10 @@ def build() -> Path:
         cwd=ROOT,
         check=True,
     )
+    return example_path()
+
+
+def example_path() -> Path:
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     return target / "release" / "examples" / "grep_bench"
 

@@ -23,17 +23,23 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REFERENCE = str(ROOT.parent / "shared" / "tools" / "kimi-reference")
 
 
-def make_home(tmp: Path) -> tuple[dict, list[str]]:
+def make_home(tmp: Path, scripts: list[str] = ("text: hello",), extra_config: dict | None = None,
+              max_context_size: int = 100000) -> tuple[dict, list[str]]:
+    """A fresh HOME, share dir and work dir under `tmp`, and a `_scripted_echo` config that answers each
+    model call with the next of `scripts` (echo DSL). `extra_config` is merged into the config's top level.
+    Returns the environment and the `--wire ...` arguments, the same for kimi-agent and the reference."""
     (tmp / "home" / ".kimi").mkdir(parents=True)
     (tmp / "work").mkdir()
-    scripts = tmp / "scripts.json"
-    scripts.write_text(json.dumps(["text: hello"]))
+    scripts_path = tmp / "scripts.json"
+    scripts_path.write_text(json.dumps(list(scripts)))
     config = tmp / "config.json"
     config.write_text(json.dumps({
         "default_model": "scripted",
-        "models": {"scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000}},
+        "models": {"scripted": {"provider": "p", "model": "scripted_echo",
+                                "max_context_size": max_context_size}},
         "providers": {"p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
-                            "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": str(scripts)}}},
+                            "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": str(scripts_path)}}},
+        **(extra_config or {}),
     }))
     env = dict(os.environ, HOME=str(tmp / "home"), KIMI_SHARE_DIR=str(tmp / "home" / ".kimi"))
     # The reference launcher keeps its virtualenv under $HOME unless told where: keep using the real one.
@@ -42,15 +48,16 @@ def make_home(tmp: Path) -> tuple[dict, list[str]]:
     return env, args
 
 
-def rss_kib(pid: int) -> int:
-    """Resident memory of `pid` and all its descendants (the reference may fork helpers)."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """Resident memory of `pid` and all its descendants (the reference may fork helpers); `field` may name
+    another /proc/PID/status figure in kB, such as VmHWM (peak resident memory)."""
     total = 0
     pids = [pid]
     while pids:
         p = pids.pop()
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     total += int(line.split()[1])
             children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
             pids.extend(int(c) for c in children)
