@@ -113,11 +113,22 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
     let approvals = Arc::new(ApprovalRuntime::new(client, approval_state));
-    let environment = Arc::new(Environment {
-        work_dir: session.work_dir.clone(),
-        additional_dirs: options.add_dirs.clone(),
-        session_dir: session.dir.clone(),
-    });
+    // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
+    let start_dirs =
+        kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
+    if start_dirs.changed {
+        let mut file = StateFile::load(&session.state_path());
+        file.additional_dirs = start_dirs.dirs.iter().map(|d| d.display().to_string()).collect();
+        let bytes = serde_json::to_vec_pretty(&file).context("state.json")?;
+        if let Err(e) = session::write_atomic(&session.state_path(), &bytes) {
+            tracing::error!(error = %e, "state.json not written with the additional directories");
+        }
+    }
+    let environment = Arc::new(Environment::new(
+        session.work_dir.clone(),
+        start_dirs.dirs.clone(),
+        session.dir.clone(),
+    ));
     let session_state = Arc::new(SessionState::new(state.todos.clone()));
     let plan = Arc::new(PlanMode::new(
         options.plan || config.default_plan_mode || state.plan_mode,
@@ -156,7 +167,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         Arc::clone(&notifications),
     );
     let base_vars =
-        kimi_core::prompt::builtin_vars(&session.work_dir, &options.add_dirs, &skills.prompt_listing());
+        kimi_core::prompt::builtin_vars(&session.work_dir, &start_dirs.dirs, &skills.prompt_listing());
     let mut vars = base_vars.clone();
     vars.extend(spec.system_prompt_args.clone());
     let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
@@ -261,6 +272,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         id: session.id.clone(),
         work_dir: session.work_dir.clone(),
         share_dir: share_dir.clone(),
+        env: Arc::clone(&environment),
     });
     soul.attach_notifications(notifications);
     let info = AgentInfo {

@@ -42,3 +42,4 @@ pub mod soul;
 pub mod state;
 pub mod subagent;
 pub mod toolset;
+pub mod workspace;

@@ -63,9 +63,12 @@ pub fn builtin_vars(
 }
 
 fn list_dir(dir: &Path) -> String {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return "(unreadable)".into();
-    };
+    try_list_dir(dir).unwrap_or_else(|_| "(unreadable)".into())
+}
+
+/// The sorted names in `dir` (directories with a trailing `/`), at most [`LS_LIMIT`] of them.
+pub(crate) fn try_list_dir(dir: &Path) -> std::io::Result<String> {
+    let entries = std::fs::read_dir(dir)?;
     let mut names: Vec<String> = entries
         .filter_map(Result::ok)
         .map(|e| {
@@ -83,11 +86,11 @@ fn list_dir(dir: &Path) -> String {
     if more > 0 {
         names.push(format!("... and {more} more"));
     }
-    if names.is_empty() {
+    Ok(if names.is_empty() {
         "(empty)".into()
     } else {
         names.join("\n")
-    }
+    })
 }
 
 /// AGENTS.md files from the work dir up to the file system root, outermost first.

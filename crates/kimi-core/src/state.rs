@@ -159,12 +159,39 @@ impl ClientFlags {
 }
 
 /// Facts about the machine and workspace tools read.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Environment {
     /// The work dir (normalized).
     pub work_dir: PathBuf,
-    /// Extra directories tools may use.
-    pub additional_dirs: Vec<PathBuf>,
+    /// Extra directories tools may use; `/add-dir` adds to them during the session.
+    additional_dirs: std::sync::RwLock<Vec<PathBuf>>,
     /// The session directory (large outputs are saved here).
     pub session_dir: PathBuf,
+}
+
+impl Environment {
+    /// The workspace of a session.
+    pub fn new(work_dir: PathBuf, additional_dirs: Vec<PathBuf>, session_dir: PathBuf) -> Self {
+        Self {
+            work_dir,
+            additional_dirs: std::sync::RwLock::new(additional_dirs),
+            session_dir,
+        }
+    }
+
+    /// The extra directories, in the order they were added.
+    pub fn additional_dirs(&self) -> Vec<PathBuf> {
+        self.additional_dirs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Adds an extra directory (the caller checked it is new and readable).
+    pub fn add_dir(&self, dir: PathBuf) {
+        self.additional_dirs
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(dir);
+    }
 }

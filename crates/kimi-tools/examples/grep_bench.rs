@@ -35,11 +35,11 @@ async fn main() -> anyhow::Result<()> {
     };
     let runs: usize = runs.parse()?;
     let dir = PathBuf::from(dir);
-    let tool = Arc::new(Grep::new(Arc::new(Environment {
-        work_dir: dir.clone(),
-        additional_dirs: Vec::new(),
-        session_dir: dir,
-    })));
+    let tool = Arc::new(Grep::new(Arc::new(Environment::new(
+        dir.clone(),
+        Vec::new(),
+        dir,
+    ))));
     let mut last = grep_once(&tool, &pattern, &mode).await?;
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {

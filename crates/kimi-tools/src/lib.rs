@@ -275,11 +275,7 @@ mod tests {
     fn deps(client: &FakeClient, tasks: &crate::task::testing::Tasks) -> ToolDeps {
         let dir = std::env::temp_dir();
         ToolDeps {
-            env: Arc::new(Environment {
-                work_dir: dir.clone(),
-                additional_dirs: Vec::new(),
-                session_dir: dir,
-            }),
+            env: Arc::new(Environment::new(dir.clone(), Vec::new(), dir)),
             state: Arc::new(SessionState::default()),
             client: Arc::new(ClientFlags::default()),
             approvals: Arc::new(ApprovalRuntime::new(

@@ -24,6 +24,7 @@ mod steer_cancel;
 mod subagents;
 mod toolset;
 mod web_tools;
+mod workspace;
 
 /// A self-check of the harness's MD5, which the session tests rely on to find folders independently.
 #[test]

@@ -212,14 +212,14 @@ impl Soul {
 }
 
 /// Strips one pair of matching outer quotes (a path dragged into a terminal), and surrounding spaces.
-fn unquote(raw: &str) -> &str {
+pub(super) fn unquote(raw: &str) -> &str {
     let raw = raw.trim();
     let quoted = raw.len() >= 2
         && ((raw.starts_with('\'') && raw.ends_with('\'')) || (raw.starts_with('"') && raw.ends_with('"')));
     if quoted { &raw[1..raw.len() - 1] } else { raw }
 }
 
-fn expand_home(raw: &str) -> PathBuf {
+pub(super) fn expand_home(raw: &str) -> PathBuf {
     match (raw, crate::paths::home_dir()) {
         ("~", Some(home)) => home,
         (r, Some(home)) if r.starts_with("~/") => home.join(&r[2..]),

@@ -6,6 +6,7 @@
 //! Layout: this file (parsing, the table, dispatch and the small toggles), `skill` (`/skill:<name>`),
 //! `flow` (`/flow:<name>`), `init` (`/init`), `plan` (`/plan`), `export` (`/export`, `/import`).
 
+mod add_dir;
 mod export;
 mod flow;
 mod init;
@@ -144,6 +145,7 @@ impl Soul {
             Some("plan") => self.plan_command(args).await,
             Some("export") => self.export_command(args).await,
             Some("import") => self.import_command(args).await?,
+            Some("add-dir") => self.add_dir_command(args).await?,
             Some("yolo") => self.toggle_yolo().await,
             Some("afk") => self.toggle_afk().await,
             Some("clear") => {

@@ -136,6 +136,8 @@ pub struct SessionInfo {
     pub work_dir: PathBuf,
     /// The share dir (other sessions live under it).
     pub share_dir: PathBuf,
+    /// The workspace the tools see (`/add-dir` adds to it).
+    pub env: Arc<crate::state::Environment>,
 }
 
 /// Everything a [`Soul`] is built from.

@@ -111,11 +111,11 @@ pub(crate) mod test_support {
         }
 
         pub fn env(&self) -> Arc<Environment> {
-            Arc::new(Environment {
-                work_dir: self.root.clone(),
-                additional_dirs: Vec::new(),
-                session_dir: self.root.join(".session"),
-            })
+            Arc::new(Environment::new(
+                self.root.clone(),
+                Vec::new(),
+                self.root.join(".session"),
+            ))
         }
 
         pub fn path(&self, rel: &str) -> PathBuf {

@@ -309,11 +309,7 @@ mod tests {
 
     fn shell_with(dir: &Path, tasks: &Tasks) -> Arc<Shell> {
         Arc::new(Shell::new(
-            &Environment {
-                work_dir: dir.to_owned(),
-                additional_dirs: Vec::new(),
-                session_dir: dir.to_owned(),
-            },
+            &Environment::new(dir.to_owned(), Vec::new(), dir.to_owned()),
             tasks.manager.clone(),
         ))
     }
@@ -629,11 +625,7 @@ mod tests {
             )
         );
         let sub = Arc::new(Shell::new(
-            &Environment {
-                work_dir: dir.path().to_owned(),
-                additional_dirs: Vec::new(),
-                session_dir: dir.path().to_owned(),
-            },
+            &Environment::new(dir.path().to_owned(), Vec::new(), dir.path().to_owned()),
             tasks.manager.for_subagent(),
         ));
         assert_eq!(
