@@ -137,6 +137,11 @@ impl EventSink {
         request: Request,
         scope: RequestScope,
     ) -> Result<PendingAnswer, SendRequestError> {
+        // A background agent's questions outlive the turn that started it, as its approvals do.
+        let scope = match self.delivery {
+            Delivery::Observer(_) => RequestScope::Session,
+            _ => scope,
+        };
         let waiter = self.client.send_request(&request, scope).await;
         self.record(WireMessage::Request(request)).await;
         waiter
