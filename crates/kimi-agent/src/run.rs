@@ -166,6 +166,21 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         config.background.clone(),
         Arc::clone(&notifications),
     );
+    // A background agent waiting for an approval shows as `awaiting_approval`, as in the reference.
+    approvals.on_background_wait({
+        let tasks = tasks.clone();
+        Arc::new(move |task: &str, waiting: Option<&str>| {
+            let event = match waiting {
+                Some(reason) => kimi_core::background::TaskEvent::AwaitApproval {
+                    reason: reason.to_owned(),
+                },
+                None => kimi_core::background::TaskEvent::Resume,
+            };
+            if let Err(e) = tasks.record(task, event) {
+                tracing::debug!(task, error = %e, "approval wait not recorded");
+            }
+        })
+    });
     let base_vars =
         kimi_core::prompt::builtin_vars(&session.work_dir, &start_dirs.dirs, &skills.prompt_listing());
     let mut vars = base_vars.clone();

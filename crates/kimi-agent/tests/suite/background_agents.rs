@@ -190,8 +190,14 @@ async fn a_background_agents_approval_reaches_the_client_after_the_turn_ended() 
         "{payload}"
     );
     assert_eq!(payload["subagent_type"], "coder");
-    wire.send(&approval_answer(&request, "approve")).await?;
+    // While it waits, its task says so.
     let session = home.session_dirs().pop().context("no session")?;
+    let task = payload["source_id"].as_str().unwrap_or_default();
+    let runtime: Value = serde_json::from_str(&std::fs::read_to_string(
+        session.join("tasks").join(task).join("runtime.json"),
+    )?)?;
+    assert_eq!(runtime["status"], "awaiting_approval", "{runtime}");
+    wire.send(&approval_answer(&request, "approve")).await?;
     wait_until_idle(&session.join("subagents")).await?;
 
     // The next turn hears that the task completed, and the command ran.

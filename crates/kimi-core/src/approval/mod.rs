@@ -10,7 +10,7 @@
 //! written to wire.jsonl, as in the reference.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kimi_wire::message::{
     ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSourceKind, Event, Request,
@@ -73,11 +73,17 @@ struct PendingApproval {
     source_id: String,
 }
 
+/// Told when a background agent starts waiting for an approval (`Some(description)`) and when it no
+/// longer waits for any (`None`), with the agent's task id.
+pub type WaitListener = Arc<dyn Fn(&str, Option<&str>) + Send + Sync>;
+
 /// Shared by every tool call of a session.
 pub struct ApprovalRuntime {
     client: ClientHandle,
     state: Mutex<ApprovalState>,
     pending: Mutex<HashMap<String, PendingApproval>>,
+    /// Keeps background tasks' `awaiting_approval` status (set once at start).
+    background_waits: std::sync::OnceLock<WaitListener>,
 }
 
 impl std::fmt::Debug for ApprovalRuntime {
@@ -95,6 +101,29 @@ impl ApprovalRuntime {
             client,
             state: Mutex::new(state),
             pending: Mutex::new(HashMap::new()),
+            background_waits: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets who hears of background agents' waits (the task manager). A second call is ignored.
+    pub fn on_background_wait(&self, listener: WaitListener) {
+        if self.background_waits.set(listener).is_err() {
+            tracing::warn!("background wait listener set twice; the first is kept");
+        }
+    }
+
+    /// Tells the listener about a background source's wait starting, or ending when nothing of it is
+    /// pending any more.
+    fn background_wait(&self, source: &ApprovalSource, waiting: Option<&str>) {
+        if source.kind != ApprovalSourceKind::BackgroundAgent {
+            return;
+        }
+        let Some(listener) = self.background_waits.get() else {
+            return;
+        };
+        let still_pending = lock(&self.pending).values().any(|p| p.source_id == source.id);
+        if waiting.is_some() || !still_pending {
+            listener(&source.id, waiting);
         }
     }
 
@@ -154,6 +183,7 @@ impl ApprovalRuntime {
                 source_id: source.id.clone(),
             },
         );
+        self.background_wait(source, Some(&ask.description));
         let scope = match source.kind {
             ApprovalSourceKind::ForegroundTurn => RequestScope::Turn,
             ApprovalSourceKind::BackgroundAgent => RequestScope::Session,
@@ -179,6 +209,7 @@ impl ApprovalRuntime {
         // Only now: a turn cancelled while the response is being emitted (a signal, EOF) drops this
         // future mid-way, and `cancel_source` must still find the request and tell the client.
         lock(&self.pending).remove(&id);
+        self.background_wait(source, None);
         match decision {
             ApprovalDecision::Approve => Verdict::Approved,
             ApprovalDecision::ApproveForSession => {
