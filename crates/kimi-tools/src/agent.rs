@@ -490,8 +490,15 @@ impl AgentTool {
             Ok(Err(RunFailure::Cancelled)) => {
                 running.finish(InstanceStatus::Killed);
                 transcript.stage("cancelled");
+                // The session ending says so; a TaskStop gets the reference's words.
+                let ended = self
+                    .deps
+                    .tasks
+                    .get(&task_id)
+                    .and_then(|view| view.control.kill_reason)
+                    .filter(|reason| reason == kimi_core::background::SESSION_ENDED);
                 TaskEvent::Kill {
-                    reason: "Stopped by TaskStop".to_owned(),
+                    reason: ended.unwrap_or_else(|| "Stopped by TaskStop".to_owned()),
                     exit_code: None,
                 }
             }

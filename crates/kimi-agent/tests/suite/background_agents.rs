@@ -253,3 +253,53 @@ async fn a_subagent_given_a_model_alias_runs_on_that_model() -> Result<()> {
     assert!(main.requests().await.iter().all(|r| !is_subagent(r)));
     Ok(())
 }
+
+#[tokio::test]
+async fn a_running_background_agent_is_stopped_when_the_session_ends() -> Result<()> {
+    // Even with keep_alive_on_exit: an agent task runs inside the process and cannot outlive it.
+    for keep_alive in [false, true] {
+        let model = MockModel::start(|_, messages| {
+            if is_subagent(messages) {
+                return Reply::call("tc-slow", "Shell", json!({"command": "touch started; sleep 30"}));
+            }
+            match tool_result(messages, "tc-agent") {
+                None => background_agent_call(),
+                Some(_) => Reply::Text("started it".into()),
+            }
+        })
+        .await;
+        let config = model.config(json!({"background": {"keep_alive_on_exit": keep_alive}}));
+        let home = TestHome::new()?.with_config(&config)?.arg("--yolo");
+        let mut wire = WireProcess::spawn(&home).await?;
+        wire.initialize(json!({"protocol_version": "1.10"})).await?;
+        let (response, messages) = wire.prompt(json!("delegate it")).await?;
+        assert_eq!(response["result"], json!({"status": "finished"}));
+        let started = result_of(&messages, "tc-agent")?["output"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let task = task_id_in(&started).context("no task id")?;
+        // Wait (bounded) until the subagent's command runs, then end the session.
+        let marker = home.work().join("started");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !marker.exists() {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the subagent never ran its command"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let status = wire.wait_exit().await?;
+        assert_eq!(status.code(), Some(0), "keep_alive {keep_alive}");
+        let session = home.session_dirs().pop().context("no session")?;
+        let runtime: Value = serde_json::from_str(&std::fs::read_to_string(
+            session.join("tasks").join(&task).join("runtime.json"),
+        )?)?;
+        assert_eq!(
+            (&runtime["status"], &runtime["failure_reason"]),
+            (&json!("killed"), &json!("CLI session ended")),
+            "keep_alive {keep_alive}: {runtime}"
+        );
+    }
+    Ok(())
+}

@@ -358,10 +358,18 @@ impl TaskManager {
     /// Ends the session's tasks: each active one is stopped with the reason `CLI session ended` and
     /// awaited, unless `background.keep_alive_on_exit` keeps them running after we exit.
     pub async fn shutdown(&self) {
-        let active: Vec<String> = self.list(true, None).into_iter().map(|v| v.spec.id).collect();
+        let views = self.list(true, None);
+        let active: Vec<String> = views.iter().map(|v| v.spec.id.clone()).collect();
         if self.inner.config.keep_alive_on_exit {
+            // Only shell tasks can outlive us: an agent task runs inside this process.
+            let agents: Vec<&String> = views
+                .iter()
+                .filter(|v| v.spec.kind == TaskKind::Agent)
+                .map(|v| &v.spec.id)
+                .collect();
+            futures::future::join_all(agents.iter().map(|id| self.inner.stop(id, SESSION_ENDED))).await;
             if !active.is_empty() {
-                tracing::info!(tasks = ?active, "background tasks kept running after exit");
+                tracing::info!(tasks = ?active, "background shell tasks kept running after exit");
             }
             // They stay `running` on disk; the next agent to open the session adopts them.
             self.inner.detach.cancel();
