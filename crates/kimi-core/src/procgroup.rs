@@ -2,12 +2,30 @@
 //! grace period, SIGKILL). Commands we start run in their own group, so stopping the group also stops
 //! whatever they started.
 
+use std::path::Path;
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::time::Instant;
+
+/// `shell -c command` in `cwd`, in a process group of its own, with no stdin, as the Shell tool and
+/// background tasks run commands (the caller sets where the output goes). `SHELL` names the shell, and
+/// git fails instead of asking for credentials nobody will type (reference).
+pub fn shell_command(shell: &Path, command: &str, cwd: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(shell);
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env("SHELL", shell)
+        .stdin(std::process::Stdio::null())
+        .process_group(0);
+    if std::env::var_os("GIT_TERMINAL_PROMPT").is_none() {
+        cmd.env("GIT_TERMINAL_PROMPT", "0");
+    }
+    cmd
+}
 
 /// How often a stopping group is checked for survivors.
 const POLL: Duration = Duration::from_millis(50);

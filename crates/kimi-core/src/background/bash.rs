@@ -48,21 +48,10 @@ pub(crate) fn spawn(cmd: BashCommand<'_>) -> io::Result<Child> {
         .create(true)
         .append(true)
         .open(cmd.output)?;
-    let mut command = tokio::process::Command::new(cmd.shell);
-    command
-        .arg("-c")
-        .arg(cmd.command)
-        .current_dir(cmd.cwd)
-        .env("SHELL", cmd.shell)
-        .stdin(Stdio::null())
+    procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd)
         .stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log))
-        .process_group(0);
-    // As for foreground commands: git must fail instead of asking for credentials nobody will type.
-    if std::env::var_os("GIT_TERMINAL_PROMPT").is_none() {
-        command.env("GIT_TERMINAL_PROMPT", "0");
-    }
-    command.spawn()
+        .spawn()
 }
 
 /// Waits for `child` (leader of group `pgid`) to exit, its timeout to pass, `stop` to fire or `detach`

@@ -88,21 +88,11 @@ pub(crate) async fn run(
 ) -> io::Result<Outcome> {
     let deadline = Instant::now() + limits.timeout;
     let (reader, writer) = io::pipe()?;
-    let mut command = tokio::process::Command::new(cmd.shell);
+    let mut command = procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd);
     command
-        .arg("-c")
-        .arg(cmd.command)
-        .current_dir(cmd.cwd)
-        .env("SHELL", cmd.shell)
-        .stdin(Stdio::null())
         .stdout(Stdio::from(writer.try_clone()?))
         .stderr(Stdio::from(writer))
-        .process_group(0)
         .kill_on_drop(true);
-    // Reference: git must fail instead of asking for credentials nobody will type.
-    if std::env::var_os("GIT_TERMINAL_PROMPT").is_none() {
-        command.env("GIT_TERMINAL_PROMPT", "0");
-    }
     let mut child = command.spawn()?;
     // The command still holds our copies of the pipe's write end; without dropping it, EOF never comes.
     drop(command);
