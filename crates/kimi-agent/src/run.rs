@@ -70,9 +70,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         tracing::warn!("config: {warning}");
     }
     // Before any child exists: it must be able to register every process group we start.
-    if let Err(e) = kimi_core::guardian::start() {
-        tracing::warn!(error = %e, "process guardian not started; children may outlive a killed agent");
-    }
+    kimi_core::guardian::enable();
     let env = config::process_env();
     let resolved = config
         .resolve_model(options.model.as_deref(), &env)

@@ -9,12 +9,13 @@
 //!
 //! The guardian is process-wide state on purpose, like a signal handler: process groups are
 //! process-wide, and every place that spawns one must be able to register it without threading a
-//! handle through unrelated APIs. Without [`start`] (tests, subcommands), registering does nothing.
+//! handle through unrelated APIs. Without [`enable`] (tests, subcommands), registering does nothing; after
+//! it, the guardian process starts with the first registered group.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -23,18 +24,59 @@ use nix::unistd::Pid;
 pub const SUBCOMMAND: &str = "__guardian";
 
 struct Guardian {
-    stdin: Mutex<ChildStdin>,
+    stdin: ChildStdin,
     // Kept so the child is not reaped behind our back; never waited on (it outlives our exit).
     _child: Child,
 }
 
-static GUARDIAN: OnceLock<Guardian> = OnceLock::new();
+/// Whether the guardian is wanted, and if so whether it runs yet.
+enum State {
+    /// [`enable`] was not called (tests, subcommands): registering does nothing.
+    Off,
+    /// Wanted, but no process group needed it yet.
+    Enabled,
+    Running(Guardian),
+}
 
-/// Starts the guardian (once per process) from our own executable.
-pub fn start() -> std::io::Result<()> {
-    if GUARDIAN.get().is_some() {
-        return Ok(());
+static GUARDIAN: Mutex<State> = Mutex::new(State::Off);
+
+/// Arms the guardian (once per process). The process itself starts with the first process group
+/// registered: a session that never runs a command or an MCP server does not pay a second exec of
+/// this binary before it can answer `initialize`.
+pub fn enable() {
+    let mut state = lock();
+    if matches!(*state, State::Off) {
+        *state = State::Enabled;
     }
+}
+
+/// Registers process group `pgid`: the guardian kills it if we die.
+pub fn watch(pgid: u32) {
+    let mut state = lock();
+    if matches!(*state, State::Enabled) {
+        match spawn() {
+            Ok(guardian) => *state = State::Running(guardian),
+            Err(e) => {
+                // Tried once: a guardian that cannot start now would not start for the next group.
+                tracing::warn!(error = %e, "process guardian not started; children may outlive a killed agent");
+                *state = State::Off;
+            }
+        }
+    }
+    send(&mut state, '+', pgid);
+}
+
+/// Unregisters `pgid` (it ended, or it is meant to outlive us).
+pub fn release(pgid: u32) {
+    send(&mut lock(), '-', pgid);
+}
+
+fn lock() -> std::sync::MutexGuard<'static, State> {
+    GUARDIAN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Starts the guardian from our own executable.
+fn spawn() -> std::io::Result<Guardian> {
     let exe = std::env::current_exe()?;
     let mut child = {
         use std::os::unix::process::CommandExt;
@@ -50,31 +92,13 @@ pub fn start() -> std::io::Result<()> {
         .stdin
         .take()
         .ok_or_else(|| std::io::Error::other("guardian has no stdin"))?;
-    let _ = GUARDIAN.set(Guardian {
-        stdin: Mutex::new(stdin),
-        _child: child,
-    });
-    Ok(())
+    Ok(Guardian { stdin, _child: child })
 }
 
-/// Registers process group `pgid`: the guardian kills it if we die.
-pub fn watch(pgid: u32) {
-    send('+', pgid);
-}
-
-/// Unregisters `pgid` (it ended, or it is meant to outlive us).
-pub fn release(pgid: u32) {
-    send('-', pgid);
-}
-
-fn send(op: char, pgid: u32) {
-    let Some(guardian) = GUARDIAN.get() else { return };
-    let mut stdin = guardian
-        .stdin
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+fn send(state: &mut State, op: char, pgid: u32) {
+    let State::Running(guardian) = state else { return };
     // A line is far below PIPE_BUF and the guardian reads continuously, so this does not block.
-    if let Err(e) = writeln!(stdin, "{op}{pgid}") {
+    if let Err(e) = writeln!(guardian.stdin, "{op}{pgid}") {
         tracing::warn!(pgid, error = %e, "process guardian unreachable");
     }
 }

@@ -26,6 +26,7 @@ mod assemble;
 pub mod chaos;
 pub mod echo;
 mod error;
+pub mod http;
 mod message;
 pub mod openai;
 mod provider;

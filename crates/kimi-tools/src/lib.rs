@@ -178,15 +178,11 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
         plan::ENTER_NAME => Arc::new(EnterPlanMode::new(deps.plan_tool_deps())),
         plan::EXIT_NAME => Arc::new(ExitPlanMode::new(deps.plan_tool_deps())),
-        web::FETCH_NAME => match FetchURL::new(&deps.web) {
-            Ok(tool) => Arc::new(tool),
-            Err(e) => return Ok(no_http_client(name, &e)),
-        },
+        web::FETCH_NAME => Arc::new(FetchURL::new(&deps.web)),
         web::SEARCH_NAME => match SearchWeb::new(&deps.web) {
-            Ok(Some(tool)) => Arc::new(tool),
+            Some(tool) => Arc::new(tool),
             // Reference: only offered when `[services.moonshot_search]` is configured.
-            Ok(None) => return Ok(None),
-            Err(e) => return Ok(no_http_client(name, &e)),
+            None => return Ok(None),
         },
         cron::CREATE | cron::LIST | cron::DELETE => {
             let Some(store) = deps.cron.clone() else {
@@ -209,12 +205,6 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         }
     };
     Ok(Some(tool))
-}
-
-/// A web tool that cannot work without an HTTP client is left out rather than failing the session.
-fn no_http_client(name: &str, error: &reqwest::Error) -> Option<Arc<dyn Tool>> {
-    tracing::warn!(tool = name, error = %kimi_llm::error_chain(error), "no HTTP client; tool not loaded");
-    None
 }
 
 /// Agent-file tool paths and the tools they name: the package paths the reference's agent files use,

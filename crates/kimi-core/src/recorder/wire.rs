@@ -290,14 +290,18 @@ enum Decoded {
 }
 
 fn decode(line: &[u8], known_events: &mut HashSet<String>) -> Decoded {
-    let raw = match serde_json::from_slice::<RawLine<'_>>(line) {
-        Ok(raw) => raw,
-        // Invalid UTF-8 fails the borrowed parse; the reference reads such text with replacements.
-        Err(_) if std::str::from_utf8(line).is_err() => {
-            let text = String::from_utf8_lossy(line).into_owned();
-            return decode(text.as_bytes(), known_events);
-        }
-        Err(_) => return Decoded::Unreadable,
+    // Validated once, up front, with a SIMD validator: a profile of replay had a third of its time in
+    // std's UTF-8 check inside `from_slice`; parsing a `&str` does not check again.
+    match simdutf8::basic::from_utf8(line) {
+        Ok(text) => decode_text(text, known_events),
+        // The reference reads invalid UTF-8 with replacements.
+        Err(_) => decode_text(&String::from_utf8_lossy(line), known_events),
+    }
+}
+
+fn decode_text(line: &str, known_events: &mut HashSet<String>) -> Decoded {
+    let Ok(raw) = serde_json::from_str::<RawLine<'_>>(line) else {
+        return Decoded::Unreadable;
     };
     let (Some(_), Some(message)) = (raw.timestamp, raw.message) else {
         return match raw.kind.as_deref() {

@@ -32,6 +32,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, Header
 pub use errors::chain as error_chain;
 pub use request::estimate_request_tokens;
 
+use crate::http::{ClientTimeouts, LazyClient};
 use crate::{ChatError, ChatProvider, ChatRequest, ChatStream};
 
 /// Which server dialect to speak.
@@ -260,7 +261,8 @@ pub fn install_tls_provider() {
 /// Builds a `kimi` or `openai_legacy` provider.
 ///
 /// Fails, with a plain [`ChatError::Provider`], on an empty base URL or
-/// model, a header that is not valid HTTP, or a client that cannot be built.
+/// model, or a header that is not valid HTTP. A client that cannot be built
+/// fails the first request instead.
 pub fn create(config: OpenAiCompatConfig) -> Result<Arc<dyn ChatProvider>, ChatError> {
     Ok(Arc::new(OpenAiCompatProvider::new(config)?))
 }
@@ -268,7 +270,8 @@ pub fn create(config: OpenAiCompatConfig) -> Result<Arc<dyn ChatProvider>, ChatE
 /// The chat-completions provider; see the module docs.
 pub struct OpenAiCompatProvider {
     config: OpenAiCompatConfig,
-    client: reqwest::Client,
+    /// Built by the first request, not at start-up (see [`crate::http`]).
+    client: LazyClient,
     url: String,
     /// `custom_headers`, validated once.
     custom_headers: HeaderMap,
@@ -304,12 +307,11 @@ impl OpenAiCompatProvider {
             };
             custom_headers.insert(name, value);
         }
-        install_tls_provider();
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .read_timeout(config.read_timeout)
-            .build()
-            .map_err(|e| ChatError::provider(format!("Cannot create the HTTP client: {e}")))?;
+        let client = LazyClient::new(ClientTimeouts {
+            connect: Some(config.connect_timeout),
+            read: Some(config.read_timeout),
+            total: None,
+        });
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
         Ok(Self {
             config,
@@ -351,8 +353,11 @@ impl ChatProvider for OpenAiCompatProvider {
         let body = serde_json::to_vec(&built.body)
             .map_err(|e| ChatError::provider(format!("Cannot encode the request: {e}")))?;
         tracing::debug!(url = %self.url, model = %self.config.model, bytes = body.len(), "chat completion request");
-        let response = self
+        let client = self
             .client
+            .get()
+            .map_err(|e| ChatError::provider(format!("Cannot create the HTTP client: {e}")))?;
+        let response = client
             .post(&self.url)
             .headers(self.headers())
             .body(body)

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kimi_core::config::ServiceConfig;
 use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_llm::http::LazyClient;
 use kimi_llm::{ToolSpec, UserAgent};
 use kimi_wire::message::ToolReturnValue;
 use reqwest::header::{CONTENT_TYPE, USER_AGENT};
@@ -52,7 +53,7 @@ struct FetchArgs {
 #[derive(Debug)]
 pub struct FetchURL {
     spec: ToolSpec,
-    pages: reqwest::Client,
+    pages: LazyClient,
     service: Option<FetchService>,
     max_body_bytes: u64,
 }
@@ -61,31 +62,32 @@ pub struct FetchURL {
 #[derive(Debug)]
 struct FetchService {
     config: ServiceConfig,
-    client: reqwest::Client,
+    client: LazyClient,
     user_agent: UserAgent,
 }
 
 impl FetchURL {
-    /// A `FetchURL` with the session's web settings. Fails only when no HTTP client can be built.
-    pub fn new(settings: &WebSettings) -> Result<Self, reqwest::Error> {
+    /// A `FetchURL` with the session's web settings. Its HTTP clients are built by the first fetch.
+    pub fn new(settings: &WebSettings) -> Self {
         let WebLimits {
             max_body_bytes,
             timeout_cap,
         } = settings.limits;
-        let service = match &settings.services.moonshot_fetch {
-            Some(config) => Some(FetchService {
+        let service = settings
+            .services
+            .moonshot_fetch
+            .as_ref()
+            .map(|config| FetchService {
                 config: config.clone(),
-                client: client(Timeouts::FETCH_SERVICE.capped(timeout_cap))?,
+                client: client(Timeouts::FETCH_SERVICE.capped(timeout_cap)),
                 user_agent: settings.user_agent.clone(),
-            }),
-            None => None,
-        };
-        Ok(Self {
+            });
+        Self {
             spec: crate::tool_spec::<FetchArgs>(NAME, include_str!("../descriptions/fetch_url.md")),
-            pages: client(Timeouts::PAGE.capped(timeout_cap))?,
+            pages: client(Timeouts::PAGE.capped(timeout_cap)),
             service,
             max_body_bytes,
-        })
+        }
     }
 
     async fn run(self: Arc<Self>, url: String, tool_call_id: String) -> ToolReturnValue {
@@ -107,8 +109,11 @@ impl FetchURL {
             // Reference: aiohttp's error for a bad URL is the URL itself.
             _ => return network_error(out, url),
         };
-        let response = match self
-            .pages
+        let pages = match self.pages.get() {
+            Ok(pages) => pages,
+            Err(e) => return failed(out, url, e.into()),
+        };
+        let response = match pages
             .get(target)
             .header(USER_AGENT, BROWSER_USER_AGENT)
             .send()
@@ -175,8 +180,8 @@ impl FetchService {
             &[("Accept", "text/markdown")],
             tool_call_id,
         );
-        let response = self
-            .client
+        let client = self.client.get().map_err(|e| service_failure(e.into()))?;
+        let response = client
             .post(&self.config.base_url)
             .headers(headers)
             .json(&json!({ "url": url }))
@@ -311,7 +316,7 @@ mod tests {
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
     fn tool(settings: &WebSettings) -> Arc<FetchURL> {
-        Arc::new(FetchURL::new(settings).unwrap())
+        Arc::new(FetchURL::new(settings))
     }
 
     async fn serve(template: ResponseTemplate) -> MockServer {

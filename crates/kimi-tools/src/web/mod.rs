@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use kimi_core::config::{ServiceConfig, Services};
 use kimi_llm::UserAgent;
+use kimi_llm::http::{ClientTimeouts, LazyClient};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 
 pub use fetch::{FetchURL, NAME as FETCH_NAME};
@@ -146,14 +147,14 @@ impl Timeouts {
     }
 }
 
-/// A client for one kind of request. Redirects are followed (up to reqwest's 10), as aiohttp does.
-fn client(timeouts: Timeouts) -> Result<reqwest::Client, reqwest::Error> {
-    kimi_llm::install_tls_provider();
-    reqwest::Client::builder()
-        .connect_timeout(timeouts.connect)
-        .read_timeout(timeouts.read)
-        .timeout(timeouts.total)
-        .build()
+/// A client for one kind of request, built on its first use. Redirects are followed (up to reqwest's
+/// 10), as aiohttp does.
+const fn client(timeouts: Timeouts) -> LazyClient {
+    LazyClient::new(ClientTimeouts {
+        connect: Some(timeouts.connect),
+        read: Some(timeouts.read),
+        total: Some(timeouts.total),
+    })
 }
 
 /// The headers of a call to a Moonshot service, in the reference's order (later ones win):

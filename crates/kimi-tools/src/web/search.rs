@@ -12,6 +12,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kimi_core::config::ServiceConfig;
 use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_llm::http::LazyClient;
 use kimi_llm::{ToolSpec, UserAgent};
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -88,26 +89,24 @@ fn string_or_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, 
 pub struct SearchWeb {
     spec: ToolSpec,
     service: ServiceConfig,
-    client: reqwest::Client,
+    client: LazyClient,
     user_agent: UserAgent,
     max_body_bytes: u64,
 }
 
 impl SearchWeb {
     /// A `SearchWeb` using `[services.moonshot_search]`; `Ok(None)` when that is not configured (the
-    /// tool is then not offered). Fails only when no HTTP client can be built.
-    pub fn new(settings: &WebSettings) -> Result<Option<Self>, reqwest::Error> {
-        let Some(service) = &settings.services.moonshot_search else {
-            return Ok(None);
-        };
+    /// tool is then not offered). Its HTTP client is built by the first search.
+    pub fn new(settings: &WebSettings) -> Option<Self> {
+        let service = settings.services.moonshot_search.as_ref()?;
         let limits = settings.limits;
-        Ok(Some(Self {
+        Some(Self {
             spec: crate::tool_spec::<SearchArgs>(NAME, include_str!("../descriptions/search_web.md")),
             service: service.clone(),
-            client: client(Timeouts::SEARCH_SERVICE.capped(limits.timeout_cap))?,
+            client: client(Timeouts::SEARCH_SERVICE.capped(limits.timeout_cap)),
             user_agent: settings.user_agent.clone(),
             max_body_bytes: limits.max_body_bytes,
-        }))
+        })
     }
 
     async fn run(self: Arc<Self>, args: SearchArgs, tool_call_id: String) -> ToolReturnValue {
@@ -158,8 +157,8 @@ impl SearchWeb {
 
     async fn search(&self, args: &SearchArgs, tool_call_id: &str) -> Result<Vec<SearchResult>, SearchError> {
         let headers = service_headers(&self.service, &self.user_agent, &[], tool_call_id);
-        let response = self
-            .client
+        let client = self.client.get().map_err(|e| SearchError::Failed(e.into()))?;
+        let response = client
             .post(&self.service.base_url)
             .headers(headers)
             .json(&json!({
@@ -252,7 +251,7 @@ mod tests {
     }
 
     fn tool(settings: &WebSettings) -> Arc<SearchWeb> {
-        Arc::new(SearchWeb::new(settings).unwrap().unwrap())
+        Arc::new(SearchWeb::new(settings).unwrap())
     }
 
     async fn answering(template: ResponseTemplate) -> MockServer {
@@ -272,12 +271,8 @@ mod tests {
 
     #[test]
     fn only_built_with_a_search_service() {
-        assert!(SearchWeb::new(&WebSettings::default()).unwrap().is_none());
-        assert!(
-            SearchWeb::new(&settings("http://127.0.0.1:9/", "k"))
-                .unwrap()
-                .is_some()
-        );
+        assert!(SearchWeb::new(&WebSettings::default()).is_none());
+        assert!(SearchWeb::new(&settings("http://127.0.0.1:9/", "k")).is_some());
     }
 
     #[tokio::test]
