@@ -612,16 +612,30 @@ struct BackgroundRun {
 
 /// A background agent's readable transcript, appended to every one of its files (the reference's
 /// layout: `[stage] …`, the model's text, `[tool] Name`, `[tool_result] success|error[: brief]`,
-/// `[summary]`). Best effort: a failed write never stops the agent.
+/// `[summary]`). Best effort: a file that cannot be opened is left out, a failed write never stops the
+/// agent. The files are opened once: the observer calls `event` for every streamed part.
 #[derive(Clone)]
 struct Transcript {
-    paths: Arc<Vec<std::path::PathBuf>>,
+    files: Arc<std::sync::Mutex<Vec<std::fs::File>>>,
 }
 
 impl Transcript {
     fn new(paths: Vec<std::path::PathBuf>) -> Self {
+        let files = paths
+            .iter()
+            .filter_map(|path| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .inspect_err(|e| {
+                        tracing::debug!(path = %path.display(), error = %e, "agent transcript not opened");
+                    })
+                    .ok()
+            })
+            .collect();
         Self {
-            paths: Arc::new(paths),
+            files: Arc::new(std::sync::Mutex::new(files)),
         }
     }
 
@@ -658,14 +672,13 @@ impl Transcript {
 
     fn append(&self, text: &str) {
         use std::io::Write;
-        for path in self.paths.iter() {
-            let written = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .and_then(|mut file| file.write_all(text.as_bytes()));
-            if let Err(e) = written {
-                tracing::debug!(path = %path.display(), error = %e, "agent transcript not written");
+        let mut files = self
+            .files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for file in files.iter_mut() {
+            if let Err(e) = file.write_all(text.as_bytes()) {
+                tracing::debug!(error = %e, "agent transcript not written");
             }
         }
     }
