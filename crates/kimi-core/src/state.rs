@@ -187,6 +187,16 @@ impl Environment {
             .clone()
     }
 
+    /// Whether `path` lies in one of the extra directories (by path components), without copying them:
+    /// the file tools ask on every call.
+    pub fn in_additional_dir(&self, path: &std::path::Path) -> bool {
+        self.additional_dirs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|dir| path.starts_with(dir))
+    }
+
     /// Adds an extra directory (the caller checked it is new and readable).
     pub fn add_dir(&self, dir: PathBuf) {
         self.additional_dirs

@@ -72,7 +72,7 @@ pub(crate) fn normalize(path: &Path) -> PathBuf {
 /// Whether `path` (already canonical) lies in the work dir or one of the additional directories.
 /// The test is by path components, so `/work-other` is not inside `/work`.
 pub(crate) fn is_within_workspace(path: &Path, env: &Environment) -> bool {
-    path.starts_with(&env.work_dir) || env.additional_dirs().iter().any(|dir| path.starts_with(dir))
+    path.starts_with(&env.work_dir) || env.in_additional_dir(path)
 }
 
 /// The reference's rule for paths the model gives the file tools: a relative path must land inside
