@@ -257,7 +257,7 @@ mod tests {
             ),
             Message::assistant(Vec::new(), Vec::new()),
         ];
-        let classify = |text: &str| opens_with(text, "A ").then(|| text.len());
+        let classify = |text: &str| opens_with(text, "A ").then_some(text.len());
         assert_eq!(latest(&history, classify), Some((history[2].text().len(), 2)));
         assert_eq!(latest(&history[..0], classify), None);
         assert_eq!(latest(&history, |t: &str| opens_with(t, "B").then_some(())), None);

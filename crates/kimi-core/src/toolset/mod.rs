@@ -34,11 +34,10 @@ pub use budget::{MODEL_OUTPUT_MAX_CHARS, OutputBudget, TOOL_OUTPUTS_DIR};
 use dedup::Verdict as DedupVerdict;
 pub use dedup::{
     CallKey, DedupTracker, FORCE_STOP_AT, REMINDER_FIRM_AT, REMINDER_GENTLE_AT, REMINDER_STOP_AT, Reminder,
-    ReminderLevel, StepVerdict, append_reminder,
+    ReminderLevel, RepeatKey, StepVerdict, append_reminder,
 };
 pub use external::{ExternalTool, SchemaError};
-pub use schedule::{Lane, StepSchedule};
-use schedule::{Schedule, SlotGuard};
+use schedule::{Lane, Schedule, SlotGuard};
 pub use tool::{Access, ApprovalAsk, CallContext, Effect, Plan, Tool, UserRejection, parse_args, schema_for};
 
 /// The message the model gets when the user rejects a call without saying why (reference text).
@@ -148,7 +147,7 @@ impl CallResult {
 }
 
 /// Results of a step's calls by tool call id, published when each finishes.
-pub type InFlight = Arc<Mutex<HashMap<String, watch::Receiver<Option<CallResult>>>>>;
+type InFlight = Arc<Mutex<HashMap<String, watch::Receiver<Option<CallResult>>>>>;
 
 /// Everything a step's calls need besides the tools themselves.
 #[derive(Clone, Debug)]
