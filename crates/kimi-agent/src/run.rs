@@ -288,6 +288,9 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         env: Arc::clone(&environment),
     });
     soul.attach_notifications(notifications);
+    soul.attach_reminders(kimi_core::reminders::Reminders::for_root(
+        !config.skip_afk_prompt_injection,
+    ));
     let info = AgentInfo {
         server: ServerInfo {
             name: "kimi-agent".into(),

@@ -14,6 +14,8 @@
 //! - [`cron`]: scheduled prompts (cron jobs), their store and the scheduler that fires them as turns.
 //! - [`background`]: background tasks; [`notifications`]: what the model and client hear about them;
 //!   [`procgroup`]: stopping process groups.
+//! - [`reminders`]: what each mode owes the model (plan mode, afk), told in system reminders;
+//!   [`plan`]: plan mode's switch and plan file.
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
@@ -34,6 +36,7 @@ pub mod plan;
 pub mod procgroup;
 pub mod prompt;
 pub mod recorder;
+pub mod reminders;
 pub mod runtime;
 pub mod session;
 pub mod skills;

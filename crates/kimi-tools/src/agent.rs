@@ -804,7 +804,8 @@ impl kimi_core::toolset::Tool for AgentTool {
                     return Err(args::above_maximum("timeout", 3600));
                 }
             }
-            Ok(Plan::read_only(Box::pin(
+            // A subagent approves and orders its own calls; it starts once the answer is complete.
+            Ok(Plan::interactive(Box::pin(
                 async move { self.run(args, ctx).await },
             )))
         })

@@ -17,6 +17,9 @@ pub enum Reply {
     Text(String),
     /// Tool calls: `(id, name, arguments)`.
     Calls(Vec<(String, String, Value)>),
+    /// These calls in full, then the start of one more, then the stream ends without a `finish_reason`
+    /// or `[DONE]`: a connection dropped mid-answer.
+    Cut(Vec<(String, String, Value)>),
 }
 
 impl Reply {
@@ -133,11 +136,17 @@ fn sse(reply: &Reply) -> String {
             body.push_str(&chunk(json!({"role": "assistant", "content": text}), Value::Null));
             body.push_str(&chunk(json!({}), json!("stop")));
         }
-        Reply::Calls(calls) => {
+        Reply::Calls(calls) | Reply::Cut(calls) => {
             for (index, (id, name, arguments)) in calls.iter().enumerate() {
                 let call = json!({"index": index, "id": id, "type": "function",
                                   "function": {"name": name, "arguments": arguments.to_string()}});
                 body.push_str(&chunk(json!({"tool_calls": [call]}), Value::Null));
+            }
+            if matches!(reply, Reply::Cut(_)) {
+                let started = json!({"index": calls.len(), "id": "cut-off", "type": "function",
+                                     "function": {"name": "Shell", "arguments": "{\"comm"}});
+                body.push_str(&chunk(json!({"tool_calls": [started]}), Value::Null));
+                return body;
             }
             body.push_str(&chunk(json!({}), json!("tool_calls")));
         }

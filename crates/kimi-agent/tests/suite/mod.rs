@@ -12,6 +12,7 @@ mod hooks;
 mod initialize;
 mod mcp;
 mod mcp_oauth;
+mod model_loop;
 mod plan_mode;
 mod prompt;
 mod providers;

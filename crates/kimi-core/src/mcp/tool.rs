@@ -1,5 +1,6 @@
 //! An MCP server's tool as one of ours (reference `MCPTool`): the raw MCP name, a description naming the
-//! server, the MCP input schema as parameters, and a side effect that needs approval (`mcp:<tool>`).
+//! server, the MCP input schema as parameters, and a side effect that needs approval (`mcp:<tool>`). A
+//! tool the server marks `readOnlyHint` is still approved but runs beside the step's other reads.
 
 use std::sync::{Arc, Weak};
 
@@ -9,11 +10,14 @@ use kimi_wire::message::ToolReturnValue;
 use serde_json::Value;
 
 use super::McpServer;
-use crate::toolset::{ApprovalAsk, CallContext, Plan, Tool};
+use crate::toolset::{Access, ApprovalAsk, CallContext, Plan, Tool};
 
 /// A tool served by an MCP server.
 pub struct McpTool {
     spec: ToolSpec,
+    /// The server says the tool only reads (`readOnlyHint`): still approved (reference), but it runs
+    /// beside other reads instead of alone.
+    read_only: bool,
     server: Weak<McpServer>,
     validator: Option<jsonschema::Validator>,
 }
@@ -52,6 +56,11 @@ impl McpTool {
                 ),
                 parameters,
             },
+            read_only: tool
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false),
             server,
             validator,
         }
@@ -83,6 +92,11 @@ impl Tool for McpTool {
                 _ => serde_json::Map::new(),
             };
             let name = self.spec.name.clone();
+            let access = if self.read_only {
+                Access::Read
+            } else {
+                Access::Change
+            };
             let ask = ApprovalAsk {
                 action: format!("mcp:{name}"),
                 description: format!("Call MCP tool `{name}`."),
@@ -99,7 +113,7 @@ impl Tool for McpTool {
                     ),
                 }
             });
-            Ok(Plan::side_effect(ask, run))
+            Ok(Plan::side_effect(ask, run).with_access(access))
         })
     }
 }
