@@ -306,7 +306,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         kimi_core::prompt::builtin_vars(&session.work_dir, &start_dirs.dirs, &skills.prompt_listing());
     let mut vars = base_vars.clone();
     vars.extend(spec.system_prompt_args.clone());
-    let system_prompt = kimi_core::prompt::render(&prompt_template, &vars);
+    let system_prompt = kimi_core::prompt::render(prompt_template, &vars);
     let context = Context::open(&session.context_path(), system_prompt).await;
     // What the model was already told (in this session's history) is not told again.
     notifications.ack_all(Sink::Llm, &ids_in_history(context.messages()));
@@ -334,7 +334,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         session.work_dir.clone(),
         session.id.clone(),
     ));
-    let types = subagent_types(&spec, &base_vars);
+    let types = subagent_types(spec, &base_vars);
     // The `Agent` tool is offered only when the agent file names subagent types.
     let subagents = (!types.is_empty()).then(|| {
         Arc::new(kimi_tools::SubagentKit {
@@ -344,7 +344,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
             hooks: Arc::clone(&hooks),
             types,
             model_aliases: config.models.keys().cloned().collect(),
-            models: model_switch(config, env, &provider_options),
+            models: model_switch(config, env, provider_options),
         })
     });
     let deps = kimi_tools::ToolDeps {
@@ -371,9 +371,9 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
             .cloned()
             .collect(),
     };
-    register_tools(&toolset, &tool_names, &deps);
+    register_tools(&toolset, tool_names, &deps);
     // After the agent's tools, and only when some skill may be loaded by the model (seeds/002).
-    if let Some(tool) = SkillTool::new(Arc::clone(&skills)) {
+    if let Some(tool) = SkillTool::new(Arc::clone(skills)) {
         toolset.register(Arc::new(tool));
     }
 
@@ -403,7 +403,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         Arc::clone(soul.toolset()),
     );
     soul.attach_mcp(Arc::clone(&mcp));
-    soul.attach_skills(Arc::clone(&skills));
+    soul.attach_skills(Arc::clone(skills));
     soul.attach_session(SessionInfo {
         id: session.id.clone(),
         work_dir: session.work_dir.clone(),

@@ -330,7 +330,7 @@ async fn race(home: &TestHome, attempt: u64) -> Result<RaceOutcome> {
                     refusal["error"], loser_init["session_held_by"]
                 ));
             }
-            if attempt % 2 == 0 {
+            if attempt.is_multiple_of(2) {
                 winner.child.kill().await?;
             } else {
                 ensure!(
