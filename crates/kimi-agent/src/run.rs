@@ -168,10 +168,12 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     match gate.take_over().await {
         Ok(_) => {}
         Err(NotHeld::Held(holder)) => tracing::warn!(
-            pid = ?holder.pid,
+            %holder,
             "the session is held by another process; serving what only reads until it exits"
         ),
-        Err(e) => return Err(e.into()),
+        // Served read-only; each write request says why (the gate logs it too).
+        Err(NotHeld::Lock(e)) => tracing::error!(error = %e, "the session cannot be locked"),
+        Err(e @ NotHeld::Open(_)) => return Err(e.into()),
     }
     server
         .run(

@@ -60,7 +60,7 @@ pub struct ReadOnlyFacts {
 #[derive(Debug, thiserror::Error)]
 pub enum NotHeld {
     /// Another process holds it.
-    #[error("the session is held by another process (pid {:?})", .0.pid)]
+    #[error("the session is held by another process ({0})")]
     Held(SessionHolder),
     /// The lock could not be tried.
     #[error(transparent)]
@@ -159,8 +159,13 @@ impl<O: SessionOpener> SessionGate<O> {
         self.take_over().await.map_err(|e| self.refusal(e))
     }
 
-    /// `initialize` while `holder` has the session: what the session offers, and who holds it.
-    fn read_only_initialize(&self, params: InitializeParams, holder: SessionHolder) -> InitializeResult {
+    /// `initialize` while the session is not ours (held by `holder`, or not lockable at all): what the
+    /// session offers, and who holds it.
+    fn read_only_initialize(
+        &self,
+        params: InitializeParams,
+        holder: Option<SessionHolder>,
+    ) -> InitializeResult {
         let events = EventSink::new(self.client.clone(), None);
         let external_tools = match params.external_tools {
             Some(tools) if !tools.is_empty() => Some(judge_external_tools(
@@ -186,7 +191,7 @@ impl<O: SessionOpener> SessionGate<O> {
             capabilities: ServerCapabilities {
                 supports_question: true,
             },
-            session_held_by: Some(SessionHolderInfo { pid: holder.pid }),
+            session_held_by: holder.map(|holder| SessionHolderInfo { pid: holder.pid }),
         }
     }
 }
@@ -203,7 +208,14 @@ impl<O: SessionOpener> WireAgent for SessionGate<O> {
             }
             Err(NotHeld::Held(holder)) => {
                 pending.push(params.clone());
-                Ok(self.read_only_initialize(params, holder))
+                Ok(self.read_only_initialize(params, Some(holder)))
+            }
+            // Nobody holds it, but it cannot be locked (an unwritable session directory): the client
+            // still gets its handshake, and each write the reason it is refused.
+            Err(NotHeld::Lock(e)) => {
+                tracing::error!(session = %self.session.id, error = %e, "session not lockable; serving reads only");
+                pending.push(params.clone());
+                Ok(self.read_only_initialize(params, None))
             }
             Err(other) => Err(self.refusal(other)),
         }
@@ -415,6 +427,28 @@ mod tests {
         assert!(error.message.contains("the agent file is broken"), "{error}");
         let gate_b = gate(share.path(), &Arc::new(Opener::default()));
         gate_b.take_over().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_session_that_cannot_be_locked_still_reads_and_says_why_it_cannot_write() {
+        let share = tempfile::tempdir().unwrap();
+        let opener = Arc::new(Opener::default());
+        let gate = gate(share.path(), &opener);
+        // A directory where the lock file belongs: opening it fails, for root too.
+        std::fs::create_dir(gate.session.dir.join(crate::session_lock::LOCK_FILE)).unwrap();
+        let init = gate.initialize(init_params(serde_json::json!([]))).await.unwrap();
+        assert_eq!(init.session_held_by, None);
+        let refused = gate
+            .prompt(text("hi"), CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code, kimi_wire::error_code::INTERNAL_ERROR);
+        assert!(refused.message.contains("cannot lock the session"), "{refused}");
+        assert_eq!(
+            gate.replay(CancellationToken::new()).await.unwrap().status,
+            ReplayStatus::Finished
+        );
+        assert_eq!(opener.opens.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]

@@ -41,6 +41,15 @@ pub struct SessionHolder {
     pub pid: Option<u32>,
 }
 
+impl std::fmt::Display for SessionHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.pid {
+            Some(pid) => write!(f, "pid {pid}"),
+            None => f.write_str("pid unknown"),
+        }
+    }
+}
+
 /// The outcome of [`SessionLock::try_acquire`].
 #[derive(Debug)]
 pub enum LockAttempt {

@@ -237,6 +237,32 @@ async fn a_lock_file_left_by_a_dead_process_does_not_block() -> Result<()> {
 }
 
 #[tokio::test]
+async fn a_session_that_cannot_be_locked_is_served_read_only_with_the_reason() -> Result<()> {
+    let home = TestHome::new()?.scripted(&["text: hello"])?;
+    let (mut wire, _) = start(&home, "unlockable", plain_init()).await?;
+    wire.prompt(json!("hi")).await?;
+    assert!(wire.wait_exit().await?.success());
+    let dir = session_dir(&home, "unlockable");
+    // A directory where the lock file belongs: no process can lock the session (root neither).
+    std::fs::create_dir(dir.join(LOCK_FILE))?;
+    let before = std::fs::read_to_string(dir.join("context.jsonl"))?;
+
+    let (mut wire, init) = start(&home, "unlockable", plain_init()).await?;
+    assert_eq!(init.get("session_held_by"), None, "{init}");
+    let replay = call(&mut wire, "replay", json!({})).await?;
+    assert_eq!(replay["result"]["events"], 5, "{replay}");
+    let refused = call(&mut wire, "prompt", json!({"user_input": "no"})).await?;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cannot lock the session"), "{message}");
+    assert!(message.contains(LOCK_FILE), "{message}");
+    wire.assert_alive().await?;
+    assert!(wire.wait_exit().await?.success());
+    assert_eq!(std::fs::read_to_string(dir.join("context.jsonl"))?, before);
+    Ok(())
+}
+
+#[tokio::test]
 async fn continue_picks_the_latest_session_even_when_it_is_held() -> Result<()> {
     let home = TestHome::new()?.scripted(&["text: a", "text: b"])?;
     let mut args = home.args();
