@@ -440,7 +440,12 @@ hooks: HooksInfo,
 /**
  * What the server can do.
  */
-capabilities: ServerCapabilities, };
+capabilities: ServerCapabilities, 
+/**
+ * Extension: present when another kimi-agent process holds the session. This process then serves
+ * what only reads (`initialize`, `replay`) and refuses what would write until the holder exits.
+ */
+session_held_by?: SessionHolderInfo, };
 
 export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
 
@@ -744,6 +749,15 @@ name: string,
  * The server's version.
  */
 version: string, };
+
+/**
+ * Extension: the process that holds the session, in the `initialize` result of another process.
+ */
+export type SessionHolderInfo = { 
+/**
+ * The holder's pid; `null` when it could not be read.
+ */
+pid: number | null, };
 
 /**
  * Params of `set_plan_mode`.

@@ -1,10 +1,12 @@
 //! Wiring a wire session together: config → model → session → tools → soul → server.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use async_trait::async_trait;
 use kimi_core::agent_spec::{self, AgentSpec};
 use kimi_core::approval::{ApprovalRuntime, ApprovalState};
 use kimi_core::background::TaskManager;
@@ -17,13 +19,20 @@ use kimi_core::notifications::{NotificationQueue, Sink, ids_in_history};
 use kimi_core::plan::PlanMode;
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
-use kimi_core::session::{self, SessionChoice};
+use kimi_core::session::{self, Session, SessionChoice};
+use kimi_core::session_gate::{NotHeld, OpenError, ReadOnlyFacts, SessionGate, SessionOpener};
+use kimi_core::session_lock::SessionLock;
 use kimi_core::skills::{DiscoveryOptions, SkillTool, Skills};
-use kimi_core::soul::{LoopSettings, RetryBackoff, SessionInfo, Soul, SoulParts};
+use kimi_core::soul::{LoopSettings, ModelInfo, RetryBackoff, SessionInfo, Soul, SoulParts};
 use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
 use kimi_core::toolset::Toolset;
-use kimi_wire::params::ServerInfo;
-use kimi_wire::{Server, ServerConfig};
+use kimi_wire::message::UserInput;
+use kimi_wire::params::{
+    InitializeParams, InitializeResult, PromptResult, ReplayResult, ServerInfo, SetPlanModeResult,
+    SteerResult,
+};
+use kimi_wire::{ClientHandle, RpcError, Server, ServerConfig, TurnStarter, WireAgent};
+use tokio_util::sync::CancellationToken;
 
 /// How long `SessionEnd` hooks may take at exit (reference: 5 s).
 const SESSION_END_HOOK_LIMIT: Duration = Duration::from_secs(5);
@@ -64,7 +73,10 @@ pub struct RunOptions {
     pub mcp_sources: Vec<serde_json::Value>,
 }
 
-/// Builds the session and serves the wire protocol on stdin/stdout until the client goes away.
+/// Opens the session and serves the wire protocol on stdin/stdout until the client goes away. The
+/// session's files are written only while this process holds the session's lock: when another process
+/// holds it, this one serves what only reads and takes the session over once the holder is gone
+/// (`kimi_core::session_gate`).
 pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> Result<()> {
     for warning in &config.warnings {
         tracing::warn!("config: {warning}");
@@ -98,11 +110,138 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     let llm = kimi_core::llm::create_provider(&resolved, &env, &provider_options)?;
     let model = kimi_core::llm::model_info(&resolved, llm.as_ref());
     tracing::info!(session = %session.id, dir = %session.dir.display(), resumed = session.resumed, "session opened");
-    let state = StateFile::load(&session.state_path());
 
     let (server, client) = Server::new(ServerConfig {
         max_line_bytes: max_line_bytes(),
     });
+    // What does not depend on holding the session is read here, once: a broken agent file or MCP
+    // configuration fails the start, whoever holds the session.
+    let mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
+    let agent_path = options.agent_file.as_ref().map_or_else(
+        || agent_spec::DEFAULT_AGENT.to_owned(),
+        |p| p.to_string_lossy().into_owned(),
+    );
+    let spec = AgentSpec::load(&agent_path)?;
+    let prompt_template = spec.system_prompt_template()?;
+    let tool_names = tool_names(&spec.effective_tools());
+    let skills = Arc::new(Skills::discover(&DiscoveryOptions {
+        work_dir: session.work_dir.clone(),
+        home: kimi_core::paths::home_dir(),
+        share_dir: share_dir.clone(),
+        skills_dirs: options.skills_dirs.clone(),
+        merge_brands: config.merge_all_available_skills,
+        extra_skill_dirs: config.extra_skill_dirs.clone(),
+    }));
+    let server_info = ServerInfo {
+        name: "kimi-agent".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let mut builtin_tools: BTreeSet<String> = tool_names.iter().map(|name| (*name).to_owned()).collect();
+    if let Some(tool) = SkillTool::new(Arc::clone(&skills)) {
+        builtin_tools.insert(kimi_core::toolset::Tool::spec(&tool).name.clone());
+    }
+    let facts = ReadOnlyFacts {
+        server: server_info.clone(),
+        slash_commands: kimi_core::slash::commands(Some(&skills)),
+        builtin_tools,
+        hooks: HookEngine::new(config.hooks.clone(), session.work_dir.clone(), session.id.clone()),
+    };
+    let opener = Opener {
+        turns: server.turn_starter(),
+        client: client.clone(),
+        options,
+        config,
+        env,
+        share_dir,
+        llm,
+        model,
+        provider_options,
+        user_agent,
+        spec,
+        prompt_template,
+        tool_names,
+        skills,
+        mcp_servers,
+        server_info,
+    };
+    let gate = Arc::new(SessionGate::new(session, client, facts, opener));
+    match gate.take_over().await {
+        Ok(_) => {}
+        Err(NotHeld::Held(holder)) => tracing::warn!(
+            %holder,
+            "the session is held by another process; serving what only reads until it exits"
+        ),
+        // Served read-only; each write request says why (the gate logs it too).
+        Err(NotHeld::Lock(e)) => tracing::error!(error = %e, "the session cannot be locked"),
+        Err(e @ NotHeld::Open(_)) => return Err(e.into()),
+    }
+    server
+        .run(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            Arc::clone(&gate),
+            shutdown_signal(),
+        )
+        .await;
+    if let Some(held) = gate.held() {
+        held.close().await;
+    }
+    Ok(())
+}
+
+/// Everything needed to open the session for writing, gathered at start; used once this process holds
+/// the session's lock (at start, or later when the holder exits).
+struct Opener {
+    options: RunOptions,
+    config: Config,
+    env: Env,
+    share_dir: PathBuf,
+    client: ClientHandle,
+    turns: TurnStarter,
+    llm: Option<Arc<dyn kimi_llm::ChatProvider>>,
+    model: ModelInfo,
+    provider_options: kimi_core::llm::ProviderOptions,
+    user_agent: kimi_llm::UserAgent,
+    spec: AgentSpec,
+    prompt_template: String,
+    tool_names: Vec<&'static str>,
+    skills: Arc<Skills>,
+    mcp_servers: Vec<kimi_core::mcp::config::ServerConfig>,
+    server_info: ServerInfo,
+}
+
+#[async_trait]
+impl SessionOpener for Opener {
+    type Held = HeldSession;
+
+    async fn open(&self, session: Session, lock: SessionLock) -> Result<Arc<HeldSession>, OpenError> {
+        open_session(self, session, lock)
+            .await
+            .map_err(|e| format!("{e:#}").into())
+    }
+}
+
+/// Builds everything that writes `session`, which this process holds by `lock`.
+async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> Result<Arc<HeldSession>> {
+    let Opener {
+        options,
+        config,
+        env,
+        share_dir,
+        client,
+        turns,
+        llm,
+        model,
+        provider_options,
+        user_agent,
+        spec,
+        prompt_template,
+        tool_names,
+        skills,
+        mcp_servers,
+        server_info,
+    } = opener;
+    let state = StateFile::load(&session.state_path());
     let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
     let events = EventSink::new(client.clone(), Some(recorder));
     let approval_state = ApprovalState {
@@ -110,7 +249,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
-    let approvals = Arc::new(ApprovalRuntime::new(client, approval_state));
+    let approvals = Arc::new(ApprovalRuntime::new(client.clone(), approval_state));
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
         kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
@@ -135,28 +274,14 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     ));
     let client_flags = Arc::new(ClientFlags::default());
     // Scheduled prompts: jobs kept in the session directory, fired by a scheduler started below.
-    let cron = (!kimi_core::cron::is_disabled(&env)).then(|| {
+    let cron = (!kimi_core::cron::is_disabled(env)).then(|| {
         Arc::new(kimi_core::cron::CronStore::load(
             &session.dir,
-            kimi_core::cron::clock::from_env(&env),
+            kimi_core::cron::clock::from_env(env),
         ))
     });
-    let mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
     let toolset = Arc::new(Toolset::new());
     toolset.set_output_budget(kimi_core::toolset::OutputBudget::for_session(&session.dir));
-    let agent_path = options.agent_file.as_ref().map_or_else(
-        || agent_spec::DEFAULT_AGENT.to_owned(),
-        |p| p.to_string_lossy().into_owned(),
-    );
-    let spec = AgentSpec::load(&agent_path)?;
-    let skills = Arc::new(Skills::discover(&DiscoveryOptions {
-        work_dir: session.work_dir.clone(),
-        home: kimi_core::paths::home_dir(),
-        share_dir: share_dir.clone(),
-        skills_dirs: options.skills_dirs.clone(),
-        merge_brands: config.merge_all_available_skills,
-        extra_skill_dirs: config.extra_skill_dirs.clone(),
-    }));
     let notifications = Arc::new(NotificationQueue::open(&session.dir));
     let tasks = TaskManager::open(
         &session.dir,
@@ -183,7 +308,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         kimi_core::prompt::builtin_vars(&session.work_dir, &start_dirs.dirs, &skills.prompt_listing());
     let mut vars = base_vars.clone();
     vars.extend(spec.system_prompt_args.clone());
-    let system_prompt = kimi_core::prompt::render(&spec.system_prompt_template()?, &vars);
+    let system_prompt = kimi_core::prompt::render(prompt_template, &vars);
     let context = Context::open(&session.context_path(), system_prompt).await;
     // What the model was already told (in this session's history) is not told again.
     notifications.ack_all(Sink::Llm, &ids_in_history(context.messages()));
@@ -211,7 +336,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         session.work_dir.clone(),
         session.id.clone(),
     ));
-    let types = subagent_types(&spec, &base_vars);
+    let types = subagent_types(spec, &base_vars);
     // The `Agent` tool is offered only when the agent file names subagent types.
     let subagents = (!types.is_empty()).then(|| {
         Arc::new(kimi_tools::SubagentKit {
@@ -221,7 +346,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             hooks: Arc::clone(&hooks),
             types,
             model_aliases: config.models.keys().cloned().collect(),
-            models: model_switch(&config, &env, &provider_options),
+            models: model_switch(config, env, provider_options),
         })
     });
     let deps = kimi_tools::ToolDeps {
@@ -248,9 +373,9 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             .cloned()
             .collect(),
     };
-    register_tools(&toolset, &spec.effective_tools(), &deps);
+    register_tools(&toolset, tool_names, &deps);
     // After the agent's tools, and only when some skill may be loaded by the model (seeds/002).
-    if let Some(tool) = SkillTool::new(Arc::clone(&skills)) {
+    if let Some(tool) = SkillTool::new(Arc::clone(skills)) {
         toolset.register(Arc::new(tool));
     }
 
@@ -259,8 +384,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         .trigger(HookEvent::SessionStart, source, hook_input::session_start(source))
         .await;
     let soul = Arc::new(Soul::new(SoulParts {
-        llm,
-        model,
+        llm: llm.clone(),
+        model: model.clone(),
         settings,
         context,
         toolset,
@@ -272,7 +397,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     }));
     // After the built-ins, so an MCP tool can never take a built-in's name.
     let mcp = McpManager::start(
-        mcp_servers,
+        mcp_servers.clone(),
         McpSettings {
             tool_call_timeout: config.mcp.client.tool_call_timeout(),
             share_dir: share_dir.clone(),
@@ -280,7 +405,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         Arc::clone(soul.toolset()),
     );
     soul.attach_mcp(Arc::clone(&mcp));
-    soul.attach_skills(skills);
+    soul.attach_skills(Arc::clone(skills));
     soul.attach_session(SessionInfo {
         id: session.id.clone(),
         work_dir: session.work_dir.clone(),
@@ -292,34 +417,94 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         !config.skip_afk_prompt_injection,
     ));
     let info = AgentInfo {
-        server: ServerInfo {
-            name: "kimi-agent".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-        share_dir,
-        user_agent,
+        server: server_info.clone(),
+        share_dir: share_dir.clone(),
+        user_agent: user_agent.clone(),
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
-    let scheduler = cron.map(|store| {
-        kimi_core::cron::CronScheduler::spawn(store, server.turn_starter(), Arc::clone(&agent) as _)
-    });
-    server
-        .run(tokio::io::stdin(), tokio::io::stdout(), agent, shutdown_signal())
-        .await;
-    if let Some(scheduler) = scheduler {
-        scheduler.stop().await;
+    let scheduler = cron
+        .map(|store| kimi_core::cron::CronScheduler::spawn(store, turns.clone(), Arc::clone(&agent) as _));
+    Ok(Arc::new(HeldSession {
+        agent,
+        scheduler: Mutex::new(scheduler),
+        mcp,
+        hooks,
+        tasks,
+        lock: Mutex::new(Some(lock)),
+    }))
+}
+
+/// The session as this process holds it: the agent that writes it, what runs beside the agent, and
+/// the lock, let go last.
+#[derive(Debug)]
+struct HeldSession {
+    agent: Arc<CoreAgent>,
+    /// Taken by [`HeldSession::close`] (no await while the mutex is held).
+    scheduler: Mutex<Option<kimi_core::cron::CronScheduler>>,
+    mcp: Arc<McpManager>,
+    hooks: Arc<HookEngine>,
+    tasks: TaskManager,
+    /// Taken by [`HeldSession::close`], once everything that writes the session has stopped.
+    lock: Mutex<Option<SessionLock>>,
+}
+
+impl HeldSession {
+    /// After the server stopped: stops what runs beside the agent, in the reference's order, then
+    /// lets go of the session.
+    async fn close(&self) {
+        let scheduler = take(&self.scheduler);
+        if let Some(scheduler) = scheduler {
+            scheduler.stop().await;
+        }
+        // EOF, a signal or a lost client: MCP servers (and their process groups) go first.
+        self.mcp.shutdown().await;
+        self.hooks.detach_wire();
+        let end = self
+            .hooks
+            .trigger(HookEvent::SessionEnd, "exit", hook_input::session_end("exit"));
+        if tokio::time::timeout(SESSION_END_HOOK_LIMIT, end).await.is_err() {
+            tracing::warn!("SessionEnd hooks did not finish in time");
+        }
+        // Reference order: after SessionEnd; stopped unless `background.keep_alive_on_exit`.
+        self.tasks.shutdown().await;
+        self.hooks.shutdown(HOOK_SHUTDOWN_GRACE).await;
+        if let Some(lock) = take(&self.lock) {
+            lock.release();
+        }
     }
-    // EOF, a signal or a lost client: MCP servers (and their process groups) go first.
-    mcp.shutdown().await;
-    hooks.detach_wire();
-    let end = hooks.trigger(HookEvent::SessionEnd, "exit", hook_input::session_end("exit"));
-    if tokio::time::timeout(SESSION_END_HOOK_LIMIT, end).await.is_err() {
-        tracing::warn!("SessionEnd hooks did not finish in time");
+}
+
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+}
+
+#[async_trait]
+impl WireAgent for HeldSession {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult, RpcError> {
+        self.agent.initialize(params).await
     }
-    // Reference order: after SessionEnd; stopped unless `background.keep_alive_on_exit`.
-    tasks.shutdown().await;
-    hooks.shutdown(HOOK_SHUTDOWN_GRACE).await;
-    Ok(())
+
+    async fn prompt(&self, input: UserInput, cancel: CancellationToken) -> Result<PromptResult, RpcError> {
+        self.agent.prompt(input, cancel).await
+    }
+
+    async fn steer(&self, input: UserInput) -> Result<SteerResult, RpcError> {
+        self.agent.steer(input).await
+    }
+
+    async fn set_plan_mode(&self, enabled: bool) -> Result<SetPlanModeResult, RpcError> {
+        self.agent.set_plan_mode(enabled).await
+    }
+
+    async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
+        self.agent.replay(cancel).await
+    }
+
+    async fn shutdown(&self) {
+        self.agent.shutdown().await;
+    }
 }
 
 /// The subagent types the agent file offers. A type whose agent file does not load is left out
@@ -355,20 +540,30 @@ fn model_switch(
     })
 }
 
-/// Builds the agent's tools, by the reference's `module:Class` paths or by our tool names.
-fn register_tools(toolset: &Toolset, paths: &[String], deps: &kimi_tools::ToolDeps) {
-    for path in paths {
-        let name = kimi_tools::resolve_tool_path(path).or_else(|| {
-            kimi_tools::DEFAULT_TOOLS
-                .iter()
-                .chain(kimi_tools::OWN_TOOLS)
-                .find(|name| **name == path.as_str())
-                .copied()
-        });
-        let Some(name) = name else {
-            tracing::warn!(tool = %path, "unknown tool path in agent file; skipped");
-            continue;
-        };
+/// The built-in tools the agent file names, by the reference's `module:Class` paths or by our tool names;
+/// unknown ones are logged and left out.
+fn tool_names(paths: &[String]) -> Vec<&'static str> {
+    paths
+        .iter()
+        .filter_map(|path| {
+            let name = kimi_tools::resolve_tool_path(path).or_else(|| {
+                kimi_tools::DEFAULT_TOOLS
+                    .iter()
+                    .chain(kimi_tools::OWN_TOOLS)
+                    .find(|name| **name == path.as_str())
+                    .copied()
+            });
+            if name.is_none() {
+                tracing::warn!(tool = %path, "unknown tool path in agent file; skipped");
+            }
+            name
+        })
+        .collect()
+}
+
+/// Builds the named built-in tools into `toolset`.
+fn register_tools(toolset: &Toolset, names: &[&'static str], deps: &kimi_tools::ToolDeps) {
+    for &name in names {
         match kimi_tools::build_tool(name, deps) {
             Ok(Some(tool)) => toolset.register(tool),
             Ok(None) => tracing::debug!(tool = name, "tool declined to load"),

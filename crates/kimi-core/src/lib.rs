@@ -6,7 +6,8 @@
 //! - [`toolset`]: the tool registry and the call pipeline; [`approval`]: the approval runtime.
 //! - [`context`]: the conversation and `context.jsonl`; [`recorder`]: the single-writer session files.
 //! - [`events`]: where events go (client and `wire.jsonl`).
-//! - [`session`]: session directories, `kimi.json`, `state.json`.
+//! - [`session`]: session directories, `kimi.json`, `state.json`; [`session_lock`]: one writer per
+//!   session; [`session_gate`]: serving a session this process may not hold.
 //! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
 //! - [`config`], [`paths`]: configuration and well-known paths.
 //! - [`slash`]: slash commands; [`skills`]: skills (discovery, `/skill:`, `/flow:`, the `Skill` tool).
@@ -39,6 +40,8 @@ pub mod recorder;
 pub mod reminders;
 pub mod runtime;
 pub mod session;
+pub mod session_gate;
+pub mod session_lock;
 pub mod skills;
 pub mod slash;
 pub mod soul;

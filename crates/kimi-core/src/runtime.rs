@@ -18,6 +18,7 @@ use kimi_wire::{RpcError, WireAgent};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::ApprovalState;
+use crate::events::EventSink;
 use crate::recorder::{ReplayItem, WireFileReader};
 use crate::session::{self, Session};
 use crate::soul::{Soul, TurnError, TurnOutcome};
@@ -98,46 +99,13 @@ impl CoreAgent {
     }
 
     fn register_external_tools(&self, tools: Vec<kimi_wire::params::ExternalTool>) -> ExternalToolsResult {
-        let mut result = ExternalToolsResult {
-            accepted: Vec::new(),
-            rejected: Vec::new(),
-        };
         let toolset = self.soul.toolset();
-        for tool in tools {
-            if toolset
-                .find(&tool.name)
-                .is_some_and(|existing| !existing.is_external())
-            {
-                result.rejected.push(RejectedTool {
-                    name: tool.name,
-                    reason: "conflicts with builtin tool".into(),
-                });
-                continue;
-            }
-            match ExternalTool::new(
-                &tool.name,
-                &tool.description,
-                serde_json::Value::Object(tool.parameters),
-                self.soul.events().clone(),
-            ) {
-                Ok(external) => {
-                    toolset.register(Arc::new(external));
-                    result.accepted.push(tool.name);
-                }
-                Err(e) => {
-                    let reason = if e.0.is_empty() {
-                        "invalid schema".to_owned()
-                    } else {
-                        e.0
-                    };
-                    result.rejected.push(RejectedTool {
-                        name: tool.name,
-                        reason,
-                    });
-                }
-            }
-        }
-        result
+        judge_external_tools(
+            tools,
+            self.soul.events(),
+            |name| toolset.find(name).is_some_and(|existing| !existing.is_external()),
+            |tool| toolset.register(Arc::new(tool)),
+        )
     }
 
     /// Writes `state.json` (the reference writes it after each turn), keeping fields we do not manage.
@@ -213,6 +181,8 @@ impl WireAgent for CoreAgent {
             capabilities: ServerCapabilities {
                 supports_question: true,
             },
+            // This agent exists only in the process that holds the session.
+            session_held_by: None,
         })
     }
 
@@ -258,63 +228,7 @@ impl WireAgent for CoreAgent {
 
     async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
         self.soul.flush(false).await;
-        let path = self.session.wire_path();
-        let failed = |e: std::io::Error| {
-            tracing::error!(path = %path.display(), error = %e, "replay failed");
-            RpcError::internal("Replay failed")
-        };
-        let (mut events, mut requests) = (0u64, 0u64);
-        let Some(mut reader) = WireFileReader::open(&path).await.map_err(failed)? else {
-            return Ok(ReplayResult {
-                status: ReplayStatus::Finished,
-                events,
-                requests,
-            });
-        };
-        let client = self.soul.events().client();
-        // Streamed record by record: memory holds one record plus the client's bounded outbox.
-        let status = loop {
-            if cancel.is_cancelled() {
-                break ReplayStatus::Cancelled;
-            }
-            let Some(item) = reader.next_item().await.map_err(failed)? else {
-                break ReplayStatus::Finished;
-            };
-            let is_request = matches!(item, ReplayItem::Request(_));
-            let send = async {
-                match item {
-                    ReplayItem::EventLine(line) => client.send_line(line).await,
-                    ReplayItem::Event(event) => client.send_event(&event).await,
-                    ReplayItem::Request(request) => client.replay_request(&request).await,
-                }
-            };
-            // A client that stops reading must not keep a cancel from being answered.
-            let sent = tokio::select! {
-                biased;
-                () = cancel.cancelled() => break ReplayStatus::Cancelled,
-                sent = send => sent,
-            };
-            if sent.is_err() {
-                break ReplayStatus::Cancelled;
-            }
-            if is_request {
-                requests += 1;
-            } else {
-                events += 1;
-            }
-        };
-        if reader.skipped() > 0 {
-            tracing::warn!(
-                path = %path.display(),
-                skipped = reader.skipped(),
-                "unreadable wire.jsonl records skipped during replay"
-            );
-        }
-        Ok(ReplayResult {
-            status,
-            events,
-            requests,
-        })
+        replay_wire_file(&self.session.wire_path(), self.soul.events().client(), &cancel).await
     }
 
     async fn shutdown(&self) {
@@ -328,4 +242,116 @@ impl WireAgent for CoreAgent {
             session::remove_if_empty(&self.session, false);
         }
     }
+}
+
+/// `replay`: streams the recorded messages of `path` to `client`, record by record, until the end of the
+/// file or `cancel`. Reads only, so a process that does not hold the session can serve it too; the
+/// holder flushes its writers first.
+pub async fn replay_wire_file(
+    path: &std::path::Path,
+    client: &kimi_wire::ClientHandle,
+    cancel: &CancellationToken,
+) -> Result<ReplayResult, RpcError> {
+    let failed = |e: std::io::Error| {
+        tracing::error!(path = %path.display(), error = %e, "replay failed");
+        RpcError::internal("Replay failed")
+    };
+    let (mut events, mut requests) = (0u64, 0u64);
+    let Some(mut reader) = WireFileReader::open(path).await.map_err(failed)? else {
+        return Ok(ReplayResult {
+            status: ReplayStatus::Finished,
+            events,
+            requests,
+        });
+    };
+    // Streamed record by record: memory holds one record plus the client's bounded outbox.
+    let status = loop {
+        if cancel.is_cancelled() {
+            break ReplayStatus::Cancelled;
+        }
+        let Some(item) = reader.next_item().await.map_err(failed)? else {
+            break ReplayStatus::Finished;
+        };
+        let is_request = matches!(item, ReplayItem::Request(_));
+        let send = async {
+            match item {
+                ReplayItem::EventLine(line) => client.send_line(line).await,
+                ReplayItem::Event(event) => client.send_event(&event).await,
+                ReplayItem::Request(request) => client.replay_request(&request).await,
+            }
+        };
+        // A client that stops reading must not keep a cancel from being answered.
+        let sent = tokio::select! {
+            biased;
+            () = cancel.cancelled() => break ReplayStatus::Cancelled,
+            sent = send => sent,
+        };
+        if sent.is_err() {
+            break ReplayStatus::Cancelled;
+        }
+        if is_request {
+            requests += 1;
+        } else {
+            events += 1;
+        }
+    };
+    if reader.skipped() > 0 {
+        tracing::warn!(
+            path = %path.display(),
+            skipped = reader.skipped(),
+            "unreadable wire.jsonl records skipped during replay"
+        );
+    }
+    Ok(ReplayResult {
+        status,
+        events,
+        requests,
+    })
+}
+
+/// Judges the external tools a client offers in `initialize`: a tool named like a built-in one
+/// (`is_builtin`) or with an invalid parameter schema is refused, with the reference's reasons; each
+/// accepted tool is handed to `accept`.
+pub(crate) fn judge_external_tools(
+    tools: Vec<kimi_wire::params::ExternalTool>,
+    events: &EventSink,
+    is_builtin: impl Fn(&str) -> bool,
+    mut accept: impl FnMut(ExternalTool),
+) -> ExternalToolsResult {
+    let mut result = ExternalToolsResult {
+        accepted: Vec::new(),
+        rejected: Vec::new(),
+    };
+    for tool in tools {
+        if is_builtin(&tool.name) {
+            result.rejected.push(RejectedTool {
+                name: tool.name,
+                reason: "conflicts with builtin tool".into(),
+            });
+            continue;
+        }
+        match ExternalTool::new(
+            &tool.name,
+            &tool.description,
+            serde_json::Value::Object(tool.parameters),
+            events.clone(),
+        ) {
+            Ok(external) => {
+                accept(external);
+                result.accepted.push(tool.name);
+            }
+            Err(e) => {
+                let reason = if e.0.is_empty() {
+                    "invalid schema".to_owned()
+                } else {
+                    e.0
+                };
+                result.rejected.push(RejectedTool {
+                    name: tool.name,
+                    reason,
+                });
+            }
+        }
+    }
+    result
 }

@@ -103,6 +103,18 @@ pub struct InitializeResult {
     pub hooks: HooksInfo,
     /// What the server can do.
     pub capabilities: ServerCapabilities,
+    /// Extension: present when another kimi-agent process holds the session. This process then serves
+    /// what only reads (`initialize`, `replay`) and refuses what would write until the holder exits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub session_held_by: Option<SessionHolderInfo>,
+}
+
+/// Extension: the process that holds the session, in the `initialize` result of another process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+pub struct SessionHolderInfo {
+    /// The holder's pid; `null` when it could not be read.
+    pub pid: Option<u32>,
 }
 
 /// The server's name and version.

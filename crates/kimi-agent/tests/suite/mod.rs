@@ -17,6 +17,7 @@ mod plan_mode;
 mod prompt;
 mod providers;
 mod session_compat;
+mod session_lock;
 mod session_state;
 mod sessions;
 mod shell_guardian;
