@@ -224,6 +224,13 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             models: model_switch(&config, &env, &provider_options),
         })
     });
+    // Skill directories outside the workspace: Glob searches them, and reads there need no question.
+    let skills_outside: Vec<PathBuf> = skills
+        .roots()
+        .iter()
+        .filter(|root| !root.starts_with(&session.work_dir))
+        .cloned()
+        .collect();
     let deps = kimi_tools::ToolDeps {
         env: Arc::clone(&environment),
         state: Arc::clone(&session_state),
@@ -241,12 +248,14 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             limits: kimi_tools::web::WebLimits::from_env(|name| env.get(name).cloned()),
         },
         // Reference: Glob may also look into skill directories outside the workspace.
-        skills_dirs: skills
-            .roots()
-            .iter()
-            .filter(|root| !root.starts_with(&session.work_dir))
-            .cloned()
-            .collect(),
+        skills_dirs: skills_outside.clone(),
+        files: kimi_tools::file::FileSettings {
+            read_roots: skills_outside
+                .into_iter()
+                .chain(std::iter::once(kimi_core::plan::plans_dir()))
+                .collect(),
+            secrets: kimi_tools::file::SecretFiles::new(&share_dir, config.source_file.as_deref()),
+        },
     };
     register_tools(&toolset, &spec.effective_tools(), &deps);
     // After the agent's tools, and only when some skill may be loaded by the model (seeds/002).
