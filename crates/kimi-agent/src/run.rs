@@ -71,6 +71,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     }
     // Before any child exists: it must be able to register every process group we start.
     kimi_core::guardian::enable();
+    // Likewise: every child's environment comes from `[shell_env]`.
+    kimi_core::child_env::install(kimi_core::child_env::ChildEnv::from_config(&config));
     let env = config::process_env();
     let resolved = config
         .resolve_model(options.model.as_deref(), &env)
@@ -206,11 +208,12 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             std::env::var("KIMI_AGENT_RETRY_BACKOFF_SCALE").ok().as_deref(),
         ),
     };
-    let hooks = Arc::new(HookEngine::new(
-        config.hooks.clone(),
-        session.work_dir.clone(),
-        session.id.clone(),
-    ));
+    // A hook's relative program is the config file's neighbour, never the work dir's.
+    let config_dir = config.source_file.as_deref().and_then(std::path::Path::parent);
+    let hooks = Arc::new(
+        HookEngine::new(config.hooks.clone(), session.work_dir.clone(), session.id.clone())
+            .with_config_dir(config_dir),
+    );
     let types = subagent_types(&spec, &base_vars);
     // The `Agent` tool is offered only when the agent file names subagent types.
     let subagents = (!types.is_empty()).then(|| {
@@ -246,6 +249,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             services: config.services.clone(),
             user_agent: user_agent.clone(),
             limits: kimi_tools::web::WebLimits::from_env(|name| env.get(name).cloned()),
+            fetch_allowed_hosts: kimi_tools::web::HostList::new(&config.fetch_allowed_hosts),
+            fetch_allow_private_hosts: kimi_tools::web::HostList::new(&config.fetch_allow_private_hosts),
         },
         // Reference: Glob may also look into skill directories outside the workspace.
         skills_dirs: skills_outside.clone(),
