@@ -112,7 +112,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
-    let approvals = Arc::new(ApprovalRuntime::new(client, approval_state));
+    let approvals =
+        Arc::new(ApprovalRuntime::new(client, approval_state).with_details(config.approval_details));
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
         kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
@@ -290,6 +291,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         McpSettings {
             tool_call_timeout: config.mcp.client.tool_call_timeout(),
             share_dir: share_dir.clone(),
+            show_arguments: config.approval_details,
         },
         Arc::clone(soul.toolset()),
     );
