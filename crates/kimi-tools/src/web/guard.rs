@@ -147,6 +147,12 @@ fn is_local_v6(ip: Ipv6Addr) -> bool {
     false
 }
 
+/// Whether `name` is `localhost` or one of its subdomains.
+fn is_localhost(name: &str) -> bool {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost")
+}
+
 /// What the page client may reach.
 #[derive(Debug, Clone, Default)]
 pub struct Guard {
@@ -158,14 +164,14 @@ impl Guard {
     /// Refuses a URL whose host is a local-network address written out (names are checked when they
     /// are resolved).
     pub fn check_url(&self, url: &Url) -> Result<(), PrivateAddress> {
-        // The URL parser writes every address form out plainly (`127.1` is `127.0.0.1`).
+        // The URL parser writes every address form out plainly (`127.1` is `127.0.0.1`); `localhost`
+        // and its subdomains are loopback by definition (RFC 6761), whatever a resolver says.
         let host = url.host_str().unwrap_or_default();
-        let Ok(address) = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-        else {
-            return Ok(());
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let address = match bare.parse::<IpAddr>() {
+            Ok(address) => address,
+            Err(_) if is_localhost(bare) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Err(_) => return Ok(()),
         };
         if is_local_network(address) && !self.allow_private.contains(host) {
             return Err(PrivateAddress {
@@ -321,8 +327,19 @@ mod tests {
             let refused = guard.check_url(&Url::parse(url).unwrap()).unwrap_err();
             assert!(is_local_network(refused.address), "{url}");
         }
-        // Names are left to the resolver.
-        assert!(guard.check_url(&Url::parse("http://localhost/").unwrap()).is_ok());
+        // `localhost` is loopback by name; other names are left to the resolver.
+        for url in [
+            "http://localhost/",
+            "http://LOCALHOST./",
+            "http://api.localhost:8/",
+        ] {
+            assert!(guard.check_url(&Url::parse(url).unwrap()).is_err(), "{url}");
+        }
+        assert!(
+            guard
+                .check_url(&Url::parse("http://example.com/").unwrap())
+                .is_ok()
+        );
         assert!(guard.check_url(&Url::parse("http://1.1.1.1/").unwrap()).is_ok());
     }
 
