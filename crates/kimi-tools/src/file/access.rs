@@ -11,6 +11,7 @@ use kimi_core::toolset::{ApprovalAsk, Plan};
 use kimi_wire::message::ToolReturnValue;
 
 use super::FileSettings;
+use super::paths::is_within_workspace;
 use super::scope::{Roots, Target};
 use super::{blocking, tool_error};
 
@@ -80,10 +81,11 @@ pub(crate) async fn admit(
     let resolved = blocking(move || {
         let target = match Target::resolve(named.clone(), &env, &settings_for_io.read_roots) {
             Ok(target) => target,
+            // Nothing to read there: judged as named, the tool then reports it missing.
             Err(_) => Target {
                 real: named.clone(),
                 shown: named.clone(),
-                in_workspace: Roots::workspace(&env).contains(&named),
+                in_workspace: is_within_workspace(&named, &env) || Roots::workspace(&env).contains(&named),
                 named,
             },
         };

@@ -206,7 +206,7 @@ mod tests {
             share.join("mcp.json"),
             share.join("credentials/kimi-code.json"),
             share.join("mcp-oauth/abc.json"),
-            custom.clone(),
+            custom,
             share.canonicalize().unwrap().join("config.toml"),
         ] {
             assert!(secrets.is_secret(&path), "{}", path.display());

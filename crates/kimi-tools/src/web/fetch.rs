@@ -67,7 +67,7 @@ pub struct FetchURL {
 }
 
 /// The approval action of a fetch from `host` (also the "approve for session" key: one per host).
-pub fn fetch_action(host: &str) -> String {
+fn fetch_action(host: &str) -> String {
     format!("fetch from {host}")
 }
 
@@ -704,8 +704,10 @@ mod tests {
         // The mock server is allowed to be asked (it is the "public" host here), but it redirects to
         // loopback, which is not allowed.
         let server = serve(ResponseTemplate::new(302).insert_header("location", "http://[::1]:9/")).await;
-        let mut settings = WebSettings::default();
-        settings.fetch_allow_private_hosts = HostList::new(["127.0.0.1"]);
+        let settings = WebSettings {
+            fetch_allow_private_hosts: HostList::new(["127.0.0.1"]),
+            ..WebSettings::default()
+        };
         let value = tool(&settings)
             .run(format!("{}/page", server.uri()), "tc-1".into())
             .await;
@@ -735,8 +737,10 @@ mod tests {
                 writes: Vec::new(),
             })
         );
-        let mut settings = WebSettings::default();
-        settings.fetch_allowed_hosts = HostList::new(["*.example.com"]);
+        let settings = WebSettings {
+            fetch_allowed_hosts: HostList::new(["*.example.com"]),
+            ..WebSettings::default()
+        };
         let plan = tool(&settings)
             .plan(
                 json!({ "url": "https://docs.example.com/" }),

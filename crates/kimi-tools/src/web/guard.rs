@@ -58,7 +58,7 @@ impl HostList {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return self.ips.contains(&ip);
         }
-        self.names.iter().any(|name| *name == host) || self.suffixes.iter().any(|s| host.ends_with(s))
+        self.names.contains(&host) || self.suffixes.iter().any(|s| host.ends_with(s))
     }
 }
 
@@ -362,7 +362,7 @@ mod tests {
         let local = vec![SocketAddr::from(([10, 0, 0, 1], 0))];
         assert_eq!(guard.vet("intranet.example", local.clone()), Ok(local.clone()));
         assert_eq!(guard.vet("wiki.corp", local.clone()), Ok(local.clone()));
-        assert!(guard.vet("corp", local.clone()).is_err());
+        assert!(guard.vet("corp", local).is_err());
         let mixed = vec![
             SocketAddr::from(([1, 1, 1, 1], 0)),
             SocketAddr::from(([127, 0, 0, 1], 0)),

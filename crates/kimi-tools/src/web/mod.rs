@@ -31,8 +31,8 @@ use kimi_llm::UserAgent;
 use kimi_llm::http::{ClientTimeouts, LazyClient};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 
-pub use fetch::{FetchURL, NAME as FETCH_NAME, fetch_action};
-pub use guard::{HostList, is_local_network};
+pub use fetch::{FetchURL, NAME as FETCH_NAME};
+pub use guard::HostList;
 pub use search::{NAME as SEARCH_NAME, SearchWeb};
 
 /// Environment variable capping every web request's time, in milliseconds (for slow links, and for
