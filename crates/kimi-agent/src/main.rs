@@ -35,6 +35,10 @@ fn main() -> ExitCode {
         };
     }
     let share_dir = kimi_core::paths::share_dir();
+    // Before anything is written there: the share directory is the user's alone (docs/security.md).
+    if let Err(e) = kimi_core::private_files::create_dir_all(&share_dir) {
+        return fail(&format!("cannot create {}: {e}", share_dir.display()));
+    }
     logging::init(&share_dir.join("logs"), cli.debug, cli.verbose || cli.debug);
     let source = match (&cli.config, &cli.config_file) {
         (Some(text), _) => ConfigSource::Inline(text.clone()),

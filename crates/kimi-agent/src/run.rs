@@ -83,6 +83,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     }
     // Before any child exists: it must be able to register every process group we start.
     kimi_core::guardian::enable();
+    // Likewise: every child's environment comes from `[shell_env]`.
+    kimi_core::child_env::install(kimi_core::child_env::ChildEnv::from_config(&config));
     let env = config::process_env();
     let resolved = config
         .resolve_model(options.model.as_deref(), &env)
@@ -249,7 +251,9 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
-    let approvals = Arc::new(ApprovalRuntime::new(client.clone(), approval_state));
+    let approvals = Arc::new(
+        ApprovalRuntime::new(client.clone(), approval_state).with_details(config.approval_details),
+    );
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
         kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
@@ -331,11 +335,12 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
             std::env::var("KIMI_AGENT_RETRY_BACKOFF_SCALE").ok().as_deref(),
         ),
     };
-    let hooks = Arc::new(HookEngine::new(
-        config.hooks.clone(),
-        session.work_dir.clone(),
-        session.id.clone(),
-    ));
+    // A hook's relative program is the config file's neighbour, never the work dir's.
+    let config_dir = config.source_file.as_deref().and_then(std::path::Path::parent);
+    let hooks = Arc::new(
+        HookEngine::new(config.hooks.clone(), session.work_dir.clone(), session.id.clone())
+            .with_config_dir(config_dir),
+    );
     let types = subagent_types(spec, &base_vars);
     // The `Agent` tool is offered only when the agent file names subagent types.
     let subagents = (!types.is_empty()).then(|| {
@@ -349,6 +354,13 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
             models: model_switch(config, env, provider_options),
         })
     });
+    // Skill directories outside the workspace: Glob searches them, and reads there need no question.
+    let skills_outside: Vec<PathBuf> = skills
+        .roots()
+        .iter()
+        .filter(|root| !root.starts_with(&session.work_dir))
+        .cloned()
+        .collect();
     let deps = kimi_tools::ToolDeps {
         env: Arc::clone(&environment),
         state: Arc::clone(&session_state),
@@ -364,14 +376,18 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
             services: config.services.clone(),
             user_agent: user_agent.clone(),
             limits: kimi_tools::web::WebLimits::from_env(|name| env.get(name).cloned()),
+            fetch_allowed_hosts: kimi_tools::web::HostList::new(&config.fetch_allowed_hosts),
+            fetch_allow_private_hosts: kimi_tools::web::HostList::new(&config.fetch_allow_private_hosts),
         },
         // Reference: Glob may also look into skill directories outside the workspace.
-        skills_dirs: skills
-            .roots()
-            .iter()
-            .filter(|root| !root.starts_with(&session.work_dir))
-            .cloned()
-            .collect(),
+        skills_dirs: skills_outside.clone(),
+        files: kimi_tools::file::FileSettings {
+            read_roots: skills_outside
+                .into_iter()
+                .chain(std::iter::once(kimi_core::plan::plans_dir()))
+                .collect(),
+            secrets: kimi_tools::file::SecretFiles::new(&share_dir, config.source_file.as_deref()),
+        },
     };
     register_tools(&toolset, tool_names, &deps);
     // After the agent's tools, and only when some skill may be loaded by the model (seeds/002).
@@ -401,6 +417,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         McpSettings {
             tool_call_timeout: config.mcp.client.tool_call_timeout(),
             share_dir: share_dir.clone(),
+            show_arguments: config.approval_details,
         },
         Arc::clone(soul.toolset()),
     );

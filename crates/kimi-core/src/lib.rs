@@ -14,15 +14,17 @@
 //! - [`mcp`]: tools from MCP servers (rmcp), their loading and status.
 //! - [`cron`]: scheduled prompts (cron jobs), their store and the scheduler that fires them as turns.
 //! - [`background`]: background tasks; [`notifications`]: what the model and client hear about them;
-//!   [`procgroup`]: stopping process groups.
+//!   [`procgroup`]: stopping process groups; [`child_env`]: the environment every child gets.
 //! - [`reminders`]: what each mode owes the model (plan mode, afk), told in system reminders;
 //!   [`plan`]: plan mode's switch and plan file.
+//! - [`private_files`]: the share directory's modes (0700 directories, 0600 files).
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
 pub mod agent_spec;
 pub mod approval;
 pub mod background;
+pub mod child_env;
 pub mod config;
 pub mod context;
 pub mod cron;
@@ -34,6 +36,7 @@ pub mod mcp;
 pub mod notifications;
 pub mod paths;
 pub mod plan;
+pub mod private_files;
 pub mod procgroup;
 pub mod prompt;
 pub mod recorder;

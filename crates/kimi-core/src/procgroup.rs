@@ -11,10 +11,12 @@ use nix::unistd::Pid;
 use tokio::time::Instant;
 
 /// `shell -c command` in `cwd`, in a process group of its own, with no stdin, as the Shell tool and
-/// background tasks run commands (the caller sets where the output goes). `SHELL` names the shell, and
-/// git fails instead of asking for credentials nobody will type (reference).
+/// background tasks run commands (the caller sets where the output goes). The environment is the
+/// children's ([`crate::child_env`]); `SHELL` names the shell, and git fails instead of asking for
+/// credentials nobody will type (reference).
 pub fn shell_command(shell: &Path, command: &str, cwd: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(shell);
+    crate::child_env::apply(&mut cmd);
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)

@@ -89,6 +89,8 @@ pub struct ToolDeps {
     pub web: WebSettings,
     /// Skill directories outside the workspace, which Glob may search too.
     pub skills_dirs: Vec<PathBuf>,
+    /// Where the file tools may read without asking beyond the workspace, and the agent's secrets.
+    pub files: file::FileSettings,
 }
 
 impl ToolDeps {
@@ -166,16 +168,23 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
             Arc::clone(&deps.client),
             deps.events.clone(),
         )),
-        "ReadFile" => Arc::new(file::ReadFile::new(Arc::clone(&deps.env))),
-        "ReadMediaFile" => match file::ReadMediaFile::new(Arc::clone(&deps.env), &deps.model_capabilities) {
+        "ReadFile" => Arc::new(file::ReadFile::new(Arc::clone(&deps.env), deps.files.clone())),
+        "ReadMediaFile" => match file::ReadMediaFile::new(
+            Arc::clone(&deps.env),
+            deps.files.clone(),
+            &deps.model_capabilities,
+        ) {
             Some(tool) => Arc::new(tool),
             // Reference: only offered to models that take images or videos.
             None => return Ok(None),
         },
         "Glob" => Arc::new(file::Glob::new(Arc::clone(&deps.env), deps.skills_dirs.clone())),
-        "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env))),
-        "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env))),
-        "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(Arc::clone(&deps.env))),
+        "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env), deps.files.clone())),
+        "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env), deps.files.clone())),
+        "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(
+            Arc::clone(&deps.env),
+            deps.files.clone(),
+        )),
         plan::ENTER_NAME => Arc::new(EnterPlanMode::new(deps.plan_tool_deps())),
         plan::EXIT_NAME => Arc::new(ExitPlanMode::new(deps.plan_tool_deps())),
         web::FETCH_NAME => Arc::new(FetchURL::new(&deps.web)),
@@ -278,6 +287,7 @@ mod tests {
             subagents: None,
             web: WebSettings::default(),
             skills_dirs: Vec::new(),
+            files: crate::file::FileSettings::default(),
             cron: None,
             tasks: tasks.manager.clone(),
         }

@@ -88,12 +88,10 @@ fn load(file: &Path) -> Result<Map<String, Value>, Failure> {
 }
 
 fn save(file: &Path, config: &Map<String, Value>) -> Outcome {
+    // Private: server entries may carry tokens in `env` or `headers`.
     let write = || -> std::io::Result<()> {
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
         let text = serde_json::to_string_pretty(config).map_err(std::io::Error::other)?;
-        std::fs::write(file, text)
+        kimi_core::private_files::write_atomic(file, text.as_bytes())
     };
     write().map_err(|e| Failure(format!("Cannot write MCP config file '{}': {e}", file.display())))
 }

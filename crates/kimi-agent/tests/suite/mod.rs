@@ -16,6 +16,7 @@ mod model_loop;
 mod plan_mode;
 mod prompt;
 mod providers;
+mod security;
 mod session_compat;
 mod session_lock;
 mod session_state;

@@ -44,10 +44,7 @@ pub(crate) enum BashEnd {
 
 /// Starts the command; the child is not killed when dropped (a kept-alive task outlives us).
 pub(crate) fn spawn(cmd: BashCommand<'_>) -> io::Result<Child> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(cmd.output)?;
+    let log = crate::private_files::open_append(cmd.output)?;
     procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd)
         .stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log))

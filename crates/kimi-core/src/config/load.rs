@@ -213,13 +213,9 @@ fn write_file(path: &Path, text: &str) -> Result<(), ConfigError> {
         path: path.to_owned(),
         source,
     };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(err)?;
-    }
-    // Write beside and rename, so a crash never leaves a half-written config behind.
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    // Written beside and renamed, so a crash never leaves a half-written config behind; private, as
+    // it holds API keys.
+    crate::private_files::write_atomic(path, text.as_bytes()).map_err(err)
 }
 
 fn is_json(path: &Path) -> bool {

@@ -19,7 +19,7 @@ pub use model::{
     CompletionCap, Env, GenerationOverrides, ResolvedModel, ThinkingSwitch, derive_capabilities, process_env,
 };
 pub use schema::{
-    BackgroundConfig, Capability, Config, ConfigIssue, HookDef, HookEvent, LoopControl, McpClientConfig,
-    McpConfig, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage, ProviderConfig, ProviderType, Secret,
-    ServiceConfig, Services, Theme,
+    BackgroundConfig, Capability, Config, ConfigIssue, HookDef, HookEvent, HookOnError, LoopControl,
+    McpClientConfig, McpConfig, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage, ProviderConfig,
+    ProviderType, Secret, ServiceConfig, Services, ShellEnvConfig, ShellEnvInherit, Theme,
 };

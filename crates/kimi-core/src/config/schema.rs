@@ -53,6 +53,16 @@ pub struct Config {
     pub extra_skill_dirs: Vec<String>,
     /// Anonymous telemetry (we send none; kept so reference config files round-trip).
     pub telemetry: bool,
+    /// Hosts FetchURL reads without asking (`example.com`, `*.example.com`, an IP address).
+    pub fetch_allowed_hosts: Vec<String>,
+    /// Hosts FetchURL may reach although they are (or resolve to) loopback, private, link-local or
+    /// unique-local addresses; every other such address is refused.
+    pub fetch_allow_private_hosts: Vec<String>,
+    /// Every `ApprovalRequest` says what "approve for session" covers and MCP requests show their
+    /// arguments, also for the approvals whose text the reference fixes (off: those keep its text).
+    pub approval_details: bool,
+    /// `[shell_env]`: the environment of Shell commands, background tasks and hooks.
+    pub shell_env: ShellEnvConfig,
 
     /// The file this configuration came from; `None` when it came from `--config` text.
     #[serde(skip)]
@@ -87,6 +97,10 @@ impl Default for Config {
             merge_all_available_skills: true,
             extra_skill_dirs: Vec::new(),
             telemetry: true,
+            fetch_allowed_hosts: Vec::new(),
+            fetch_allow_private_hosts: Vec::new(),
+            approval_details: false,
+            shell_env: ShellEnvConfig::default(),
             source_file: None,
             is_from_default_location: false,
             warnings: Vec::new(),
@@ -454,6 +468,36 @@ pub struct ServiceConfig {
     pub oauth: Option<OAuthRef>,
 }
 
+/// `[shell_env]`: what environment the commands the agent starts get (Shell, background tasks,
+/// hooks; MCP servers get their own `env`). Applied in order: `inherit`, `exclude`, `include_only`,
+/// then `set`. Name patterns use `*` and `?` and ignore letter case.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ShellEnvConfig {
+    /// Where to start from.
+    pub inherit: ShellEnvInherit,
+    /// Patterns of names to leave out.
+    pub exclude: Vec<String>,
+    /// When not empty, only names matching one of these patterns are kept.
+    pub include_only: Vec<String>,
+    /// Variables to set (after everything else, so they always apply).
+    pub set: BTreeMap<String, String>,
+}
+
+/// `[shell_env] inherit`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShellEnvInherit {
+    /// The agent's environment without names containing `KEY`, `SECRET` or `TOKEN` (any letter case)
+    /// and without the model providers' own variables.
+    #[default]
+    Filtered,
+    /// The agent's whole environment (the reference's behaviour).
+    All,
+    /// Nothing: only what `set` gives.
+    None,
+}
+
 /// `[mcp]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -529,6 +573,26 @@ pub struct HookDef {
     /// Seconds before the hook is abandoned (1 ..= 600); a timed-out hook does not block.
     #[serde(default = "default_hook_timeout")]
     pub timeout: u64,
+    /// What a hook that fails (cannot start, times out, crashes) decides.
+    #[serde(default, skip_serializing_if = "HookOnError::is_allow")]
+    pub on_error: HookOnError,
+}
+
+/// `[[hooks]] on_error`: what a hook that fails to decide means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookOnError {
+    /// Fail open, as the reference: the action goes ahead.
+    #[default]
+    Allow,
+    /// Fail closed: the action is blocked, the failure is the reason.
+    Block,
+}
+
+impl HookOnError {
+    fn is_allow(&self) -> bool {
+        *self == Self::Allow
+    }
 }
 
 fn default_hook_timeout() -> u64 {
@@ -752,6 +816,7 @@ mod tests {
             command: "true".into(),
             matcher: String::new(),
             timeout: 601,
+            on_error: HookOnError::Allow,
         });
         let keys: Vec<String> = c.validate().into_iter().map(|i| i.key).collect();
         assert_eq!(

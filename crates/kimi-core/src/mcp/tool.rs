@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
 use kimi_llm::ToolSpec;
-use kimi_wire::message::ToolReturnValue;
+use kimi_wire::message::{DisplayBlock, ToolReturnValue};
 use serde_json::Value;
 
 use super::McpServer;
@@ -20,6 +20,8 @@ pub struct McpTool {
     read_only: bool,
     server: Weak<McpServer>,
     validator: Option<jsonschema::Validator>,
+    /// Whether the approval request shows the arguments (a `brief` block with their JSON).
+    show_arguments: bool,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -32,7 +34,12 @@ impl std::fmt::Debug for McpTool {
 
 impl McpTool {
     /// Wraps `tool` of `server` (called `server_name` in the configuration).
-    pub(crate) fn new(server_name: &str, tool: &rmcp::model::Tool, server: Weak<McpServer>) -> Self {
+    pub(crate) fn new(
+        server_name: &str,
+        tool: &rmcp::model::Tool,
+        server: Weak<McpServer>,
+        show_arguments: bool,
+    ) -> Self {
         let description = tool
             .description
             .as_deref()
@@ -63,6 +70,7 @@ impl McpTool {
                 .unwrap_or(false),
             server,
             validator,
+            show_arguments,
         }
     }
 }
@@ -97,10 +105,18 @@ impl Tool for McpTool {
             } else {
                 Access::Change
             };
+            // The reference shows no arguments; the user cannot judge a call without them.
+            let display = if self.show_arguments {
+                vec![DisplayBlock::Brief {
+                    text: format!("Arguments: {}", Value::Object(arguments.clone())),
+                }]
+            } else {
+                Vec::new()
+            };
             let ask = ApprovalAsk {
                 action: format!("mcp:{name}"),
                 description: format!("Call MCP tool `{name}`."),
-                display: Vec::new(),
+                display,
                 writes: Vec::new(),
             };
             let run = Box::pin(async move {

@@ -220,7 +220,7 @@ fn replace_text(output: &ToolOutput, text: String) -> ToolOutput {
 /// Writes `text` to a new file in `dir` named after the call, never overwriting an earlier output (ids
 /// repeat across turns and sessions of scripted clients).
 async fn save(dir: &Path, tool_call_id: &str, text: &str) -> std::io::Result<PathBuf> {
-    tokio::fs::create_dir_all(dir).await?;
+    crate::private_files::create_dir_all(dir)?;
     let stem = file_stem(tool_call_id);
     for attempt in 1..=MAX_NAME_ATTEMPTS {
         let name = if attempt == 1 {
@@ -232,6 +232,7 @@ async fn save(dir: &Path, tool_call_id: &str, text: &str) -> std::io::Result<Pat
         match tokio::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(crate::private_files::FILE_MODE)
             .open(&path)
             .await
         {

@@ -9,8 +9,10 @@
 //! The file is read as the reference reads it (invalid UTF-8 replaced, `\r\n` seen as `\n`). Unlike
 //! the reference, which then writes every line ending back as `\n`, a file whose lines all end in
 //! `\r\n` keeps them.
+//!
+//! As for WriteFile, the file is judged, named in the approval, read and written by its real path,
+//! without following symlinks at write time.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -23,8 +25,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::diff::build_diff_blocks;
-use super::paths::{is_within_workspace, resolve_tool_path};
-use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, decode_text, tool_error, tool_spec};
+use super::paths::resolve_tool_path;
+use super::real_path::{OpenFor, read_real, write_real};
+use super::scope::Target;
+use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, decode_text, tool_error, tool_spec};
 
 // One replacement (field doc comments are the parameter descriptions).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -69,14 +73,16 @@ struct EditParams {
 pub struct StrReplaceFile {
     spec: ToolSpec,
     env: Arc<Environment>,
+    settings: FileSettings,
 }
 
 impl StrReplaceFile {
     /// The tool, resolving relative paths against `env.work_dir`.
-    pub fn new(env: Arc<Environment>) -> Self {
+    pub fn new(env: Arc<Environment>, settings: FileSettings) -> Self {
         Self {
             spec: tool_spec::<EditParams>("StrReplaceFile", include_str!("descriptions/edit.md")),
             env,
+            settings,
         }
     }
 }
@@ -93,14 +99,14 @@ impl Tool for StrReplaceFile {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: EditParams = parse_args(args)?;
-            let (path, action, diff) = prepare(&self.env, &params).await?;
+            let (target, action, diff) = prepare(&self.env, &self.settings, &params).await?;
             let ask = ApprovalAsk {
                 action: action.to_owned(),
-                description: format!("Edit file `{}`", path.display()),
+                description: format!("Edit file `{}`", target.shown.display()),
                 display: diff.clone(),
-                writes: vec![path.clone()],
+                writes: vec![target.shown.clone()],
             };
-            Ok(Plan::side_effect(ask, Box::pin(run(params, path, diff))))
+            Ok(Plan::side_effect(ask, Box::pin(run(params, target, diff))))
         })
     }
 }
@@ -111,8 +117,12 @@ struct Loaded {
     crlf: bool,
 }
 
-async fn load(path: &std::path::Path) -> std::io::Result<Loaded> {
-    let bytes = tokio::fs::read(path).await?;
+/// Reads the file at its real path (without following symlinks).
+async fn load(real: &std::path::Path) -> std::io::Result<Loaded> {
+    let real = real.to_path_buf();
+    let bytes = blocking(move || read_real(&real))
+        .await
+        .map_err(std::io::Error::other)??;
     Ok(Loaded {
         crlf: all_crlf(&bytes),
         text: decode_text(&bytes),
@@ -257,9 +267,10 @@ fn failed(raw: &str, error: &str) -> ToolReturnValue {
 }
 
 async fn prepare(
-    env: &Environment,
+    env: &Arc<Environment>,
+    settings: &FileSettings,
     params: &EditParams,
-) -> Result<(PathBuf, &'static str, Vec<DisplayBlock>), ToolReturnValue> {
+) -> Result<(Target, &'static str, Vec<DisplayBlock>), ToolReturnValue> {
     let raw = params.path.as_str();
     if raw.is_empty() {
         return Err(tool_error("File path cannot be empty.", "Empty file path"));
@@ -273,9 +284,16 @@ async fn prepare(
         }
         Err(e) => return Err(failed(raw, &e.to_string())),
     }
-    let loaded = load(&path).await.map_err(|e| failed(raw, &e.to_string()))?;
+    let (named, env, roots) = (path, Arc::clone(env), settings.read_roots.clone());
+    let target = blocking(move || Target::resolve(named, &env, &roots))
+        .await
+        .map_err(|e| failed(raw, &e))?
+        .map_err(|e| failed(raw, &e.to_string()))?;
+    let loaded = load(&target.real)
+        .await
+        .map_err(|e| failed(raw, &e.to_string()))?;
     let edits = params.edit.as_slice().to_vec();
-    let shown = path.to_string_lossy().into_owned();
+    let shown = target.shown.to_string_lossy().into_owned();
     let count = edits.len();
     let diff = blocking(move || {
         let new_text = apply(&loaded.text, &edits)?;
@@ -285,19 +303,19 @@ async fn prepare(
     .map_err(|e| failed(raw, &e))?
     .map_err(|e: EditError| e.into_result(count))?
     .ok_or_else(no_replacements)?;
-    let action = if is_within_workspace(&path, env) {
+    let action = if target.in_workspace {
         ACTION_EDIT
     } else {
         ACTION_EDIT_OUTSIDE
     };
-    Ok((path, action, diff))
+    Ok((target, action, diff))
 }
 
-async fn run(params: EditParams, path: PathBuf, diff: Vec<DisplayBlock>) -> ToolReturnValue {
+async fn run(params: EditParams, target: Target, diff: Vec<DisplayBlock>) -> ToolReturnValue {
     let raw = params.path.as_str();
     let edits = params.edit.as_slice();
     // Re-read: the file may have changed while the user was deciding.
-    let loaded = match load(&path).await {
+    let loaded = match load(&target.real).await {
         Ok(loaded) => loaded,
         Err(e) => return failed(raw, &e.to_string()),
     };
@@ -313,8 +331,11 @@ async fn run(params: EditParams, path: PathBuf, diff: Vec<DisplayBlock>) -> Tool
     } else {
         new_text
     };
-    if let Err(e) = tokio::fs::write(&path, bytes.as_bytes()).await {
-        return failed(raw, &e.to_string());
+    let real = target.real.clone();
+    match blocking(move || write_real(&real, OpenFor::Overwrite, bytes.as_bytes())).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return failed(raw, &e.to_string()),
+        Err(e) => return failed(raw, &e),
     }
     let total = count_replacements(&loaded.text, edits);
     ToolReturnValue {
@@ -338,7 +359,7 @@ mod tests {
     use serde_json::json;
 
     fn tool(dir: &TestDir) -> Arc<StrReplaceFile> {
-        Arc::new(StrReplaceFile::new(dir.env()))
+        Arc::new(StrReplaceFile::new(dir.env(), FileSettings::default()))
     }
 
     fn diff(path: &str, old_text: &str, new_text: &str, start: u32) -> DisplayBlock {
@@ -572,6 +593,31 @@ mod tests {
             assert_eq!(value, ToolReturnValue::error("", message, brief));
         }
         assert_eq!(dir.read("f.txt"), "content");
+    }
+
+    #[tokio::test]
+    async fn a_symlink_is_edited_as_its_target_and_asks_as_outside() {
+        let dir = TestDir::new();
+        let other = tempfile::tempdir().unwrap();
+        let real = other.path().canonicalize().unwrap().join("bashrc");
+        std::fs::write(&real, "alias ls=ls").unwrap();
+        std::os::unix::fs::symlink(&real, dir.path("notes.md")).unwrap();
+        let plan = tool(&dir)
+            .plan(
+                json!({"path": "notes.md", "edit": {"old": "ls=ls", "new": "ls=rm"}}),
+                ctx(),
+            )
+            .await
+            .unwrap();
+        let Effect::SideEffect(ask) = plan.effect else {
+            panic!("expected an approval ask")
+        };
+        assert_eq!(ask.action, "edit file outside of working directory");
+        assert_eq!(ask.description, format!("Edit file `{}`", real.display()));
+        assert_eq!(ask.writes, vec![real.clone()]);
+        // Never run: rejected.
+        drop(plan.run);
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "alias ls=ls");
     }
 
     #[test]

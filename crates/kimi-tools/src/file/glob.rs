@@ -8,6 +8,9 @@
 //! path components and capped at [`MAX_MATCHES`].
 //!
 //! Patterns starting with `**` are refused (with a listing of the work dir), as in the reference.
+//! Beyond the reference, a pattern cannot climb out of its directory: a `..` component is refused, the
+//! directory is judged by its real path, and matches reached through a symlinked directory that leads
+//! out of the workspace (and the skills directories) are left out.
 //! Unlike the reference, whose engine treats `{a,b}` literally and so silently matches nothing, brace
 //! alternatives work here (`globset` supports them).
 
@@ -25,6 +28,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::paths::{canonical, expand_user, is_within_workspace, list_directory, pure_display};
+use super::real_path::real_path;
+use super::scope::Roots;
 use super::{blocking, tool_error, tool_spec};
 
 /// Most paths returned by one call.
@@ -108,6 +113,14 @@ impl Glob {
                 "Unsafe pattern",
             );
         }
+        if pattern.split('/').any(|component| component == "..") {
+            return tool_error(
+                format!(
+                    "Pattern `{pattern}` contains '..', which is not allowed: a pattern cannot climb out of the directory it searches. Give the directory to search as `directory` instead."
+                ),
+                "Unsafe pattern",
+            );
+        }
         let given = params.directory.as_deref().filter(|d| !d.is_empty());
         let dir = given
             .map(expand_user)
@@ -120,9 +133,12 @@ impl Glob {
             );
         }
         let resolved = canonical(&dir, &self.env.work_dir);
-        if !is_within_workspace(&resolved, &self.env)
-            && !self.skills_dirs.iter().any(|d| resolved.starts_with(d))
-        {
+        let allowed = Roots::workspace(&self.env).and(&self.skills_dirs);
+        let lexically_inside = is_within_workspace(&resolved, &self.env)
+            || self.skills_dirs.iter().any(|d| resolved.starts_with(d));
+        // Judged where it really leads too: a workspace symlink to `~` is not the workspace.
+        let really_inside = real_path(&resolved).map_or(true, |real| allowed.contains(&real));
+        if !lexically_inside || !really_inside {
             return tool_error(
                 format!(
                     "`{}` is outside the workspace. You can only search within the working directory, additional directories, and skills directories.",
@@ -145,6 +161,7 @@ impl Glob {
         if !params.include_dirs {
             matches.retain(|p| p.is_file());
         }
+        keep_inside(&mut matches, &allowed);
         matches.sort();
         matches.dedup();
         let mut message = if matches.is_empty() {
@@ -164,6 +181,20 @@ impl Glob {
             .collect();
         ToolReturnValue::ok(output.join("\n"), message)
     }
+}
+
+/// Drops matches whose directory really lies outside `allowed` (reached through a symlinked
+/// directory). A symlink itself may be listed: its name is in an allowed directory.
+fn keep_inside(matches: &mut Vec<PathBuf>, allowed: &Roots) {
+    let mut verdicts: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+    matches.retain(|path| {
+        let Some(parent) = path.parent() else {
+            return true;
+        };
+        *verdicts
+            .entry(parent.to_path_buf())
+            .or_insert_with(|| std::fs::canonicalize(parent).is_ok_and(|real| allowed.contains(&real)))
+    });
 }
 
 /// One component of a pattern.
@@ -346,7 +377,6 @@ mod tests {
         assert_eq!(names(&dir, "node/**/*.py").await, "");
         assert_eq!(names(&dir, "node/*/*.py").await, "node/link/c.py");
         assert_eq!(names(&dir, "node/**").await, "node\nnode/link");
-        assert_eq!(names(&dir, "src/sub/../c.py").await, "src/sub/../c.py");
         assert_eq!(names(&dir, "SRC/*.py").await, "");
         assert_eq!(names(&dir, "*/").await, ".hid\nnode\nsrc");
         assert_eq!(names(&dir, "src//c.py").await, "src/c.py");
@@ -383,6 +413,25 @@ mod tests {
             run(&dir, json!({"pattern": "*.py", "directory": sub})).await,
             ok_text("c.py", "Found 1 matches for pattern `*.py`.")
         );
+    }
+
+    #[tokio::test]
+    async fn patterns_cannot_climb_out() {
+        let dir = tree();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(outside.path().join(".ssh")).unwrap();
+        std::fs::write(outside.path().join(".ssh/id_rsa"), "k").unwrap();
+        for pattern in ["../*", "src/../../*", "../home/.ssh/*"] {
+            let value = run(&dir, json!({ "pattern": pattern })).await;
+            assert_eq!(value.brief(), "Unsafe pattern", "{pattern}");
+        }
+        // Through a symlinked directory: the directory itself is refused, matches under it dropped.
+        std::os::unix::fs::symlink(outside.path(), dir.path("home")).unwrap();
+        assert_eq!(names(&dir, "home/.ssh/*").await, "");
+        assert_eq!(names(&dir, "h*").await, "home");
+        let linked = dir.path("home").to_string_lossy().into_owned();
+        let value = run(&dir, json!({"pattern": "*", "directory": linked})).await;
+        assert_eq!(value.brief(), "Directory outside workspace");
     }
 
     #[tokio::test]
