@@ -141,8 +141,10 @@ impl CoreAgent {
     }
 
     /// Writes `state.json` (the reference writes it after each turn), keeping fields we do not manage.
-    async fn save_state(&self) {
+    /// `title` titles a session that has none (see [`crate::title`]).
+    async fn save_state(&self, title: Option<String>) {
         let path = self.session.state_path();
+        let (dir, wire) = (self.session.dir.clone(), self.session.wire_path());
         let approval = self.soul.approvals().state();
         let approval_changed = approval != self.approval_at_start;
         let plan_mode = self.soul.plan_mode();
@@ -162,12 +164,19 @@ impl CoreAgent {
             file.plan_slug = plan_slug;
             file.plan_session_id = plan_session_id;
             file.todos = todos;
+            if file.custom_title.is_none() {
+                file.custom_title = title;
+            }
             let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
-            session::write_atomic(&path, &bytes)
+            session::write_atomic(&path, &bytes)?;
+            match &file.custom_title {
+                Some(title) => crate::title::publish(&dir, &wire, title),
+                None => Ok(()),
+            }
         })
         .await;
         if let Ok(Err(e)) = result {
-            tracing::error!(error = %e, "state.json not written");
+            tracing::error!(error = %e, "state.json or metadata.json not written");
         }
     }
 }
@@ -217,8 +226,11 @@ impl WireAgent for CoreAgent {
     }
 
     async fn prompt(&self, input: UserInput, cancel: CancellationToken) -> Result<PromptResult, RpcError> {
+        let title = crate::title::from_prompt(&input);
         let result = self.soul.run_turn(input, cancel).await;
-        self.save_state().await;
+        // Reference: only a turn that finished titles the session.
+        let title = title.filter(|_| matches!(result, Ok(TurnOutcome::Finished)));
+        self.save_state(title).await;
         match result {
             Ok(TurnOutcome::Finished) => Ok(PromptResult {
                 status: PromptStatus::Finished,
@@ -252,7 +264,7 @@ impl WireAgent for CoreAgent {
         };
         // Recorded as well as streamed, so replay shows the change (reference).
         self.soul.events().emit(Event::StatusUpdate(update)).await;
-        self.save_state().await;
+        self.save_state(None).await;
         Ok(SetPlanModeResult::new(enabled))
     }
 
@@ -281,11 +293,12 @@ impl WireAgent for CoreAgent {
                 break ReplayStatus::Finished;
             };
             let is_request = matches!(item, ReplayItem::Request(_));
+            // Events the client cannot parse are left out (and not counted), as in a live turn.
             let send = async {
                 match item {
-                    ReplayItem::EventLine(line) => client.send_line(line).await,
-                    ReplayItem::Event(event) => client.send_event(&event).await,
-                    ReplayItem::Request(request) => client.replay_request(&request).await,
+                    ReplayItem::EventLine { kind, line } => client.send_event_line(&kind, line).await,
+                    ReplayItem::Event(event) => client.send_event(&event).await.map(|()| true),
+                    ReplayItem::Request(request) => client.replay_request(&request).await.map(|()| true),
                 }
             };
             // A client that stops reading must not keep a cancel from being answered.
@@ -294,8 +307,10 @@ impl WireAgent for CoreAgent {
                 () = cancel.cancelled() => break ReplayStatus::Cancelled,
                 sent = send => sent,
             };
-            if sent.is_err() {
-                break ReplayStatus::Cancelled;
+            match sent {
+                Err(_) => break ReplayStatus::Cancelled,
+                Ok(false) => continue,
+                Ok(true) => {}
             }
             if is_request {
                 requests += 1;

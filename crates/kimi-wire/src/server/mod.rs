@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{ClientHandle, WireAgent};
 use crate::error_code::RpcError;
+use crate::event_filter::EventFilter;
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Inbound, LineReader};
 use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
@@ -205,6 +206,8 @@ impl<A: WireAgent> Dispatcher<A> {
                 if self.turn.current().is_some() {
                     return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
                 }
+                // Before the agent sees the params: events it sends from now on are judged by them.
+                self.client.set_event_filter(EventFilter::for_client(&params));
                 // Answered before the next line is read: a `prompt` right behind it must see the
                 // external tools and capabilities it registers.
                 let result = self.agent.initialize(params).await;
