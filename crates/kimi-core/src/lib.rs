@@ -6,7 +6,7 @@
 //! - [`toolset`]: the tool registry and the call pipeline; [`approval`]: the approval runtime.
 //! - [`context`]: the conversation and `context.jsonl`; [`recorder`]: the single-writer session files.
 //! - [`events`]: where events go (client and `wire.jsonl`).
-//! - [`session`]: session directories, `kimi.json`, `state.json`.
+//! - [`session`]: session directories, `kimi.json`, `state.json`; [`title`]: the session title.
 //! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
 //! - [`config`], [`paths`]: configuration and well-known paths.
 //! - [`slash`]: slash commands; [`skills`]: skills (discovery, `/skill:`, `/flow:`, the `Skill` tool).
@@ -41,5 +41,7 @@ pub mod slash;
 pub mod soul;
 pub mod state;
 pub mod subagent;
+pub mod text;
+pub mod title;
 pub mod toolset;
 pub mod workspace;
