@@ -102,6 +102,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
 
     let (server, client) = Server::new(ServerConfig {
         max_line_bytes: max_line_bytes(),
+        ..ServerConfig::default()
     });
     let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
     let events = EventSink::new(client.clone(), Some(recorder));
@@ -387,16 +388,22 @@ fn clamp_u32(value: u64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
-/// Resolves on SIGINT or SIGTERM: both end the session like EOF does.
+/// Resolves on SIGINT, SIGTERM or SIGHUP: each ends the session like EOF does (the running turn is
+/// cancelled and its `prompt` answered `cancelled`, children are stopped, exit 0). SIGHUP is what a
+/// closing terminal or editor sends; the reference's default action for it would kill us without a word.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-    else {
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
         // Without signal handlers we simply never shut down by signal.
         return std::future::pending().await;
     };
     tokio::select! {
         _ = int.recv() => tracing::info!("SIGINT received"),
         _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = hup.recv() => tracing::info!("SIGHUP received"),
     }
 }

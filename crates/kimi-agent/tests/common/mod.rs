@@ -711,3 +711,46 @@ pub fn assert_exists(path: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Whether `pid` is a live process (a zombie counts as gone).
+pub fn is_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// How often a test looks again at something that changes outside the protocol (a pid file, a process).
+pub const POLL: Duration = Duration::from_millis(20);
+
+/// The pid written (with a newline) into `file`, once it is there.
+pub async fn wait_for_pid(file: &Path) -> Result<u32> {
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file)
+            && text.ends_with('\n')
+        {
+            return text.trim().parse().context("pid file");
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the command never wrote its pid"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until `pid` is gone (a process outside the protocol has no event to wait on).
+pub async fn wait_until_gone(pid: u32, what: &str) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    while is_alive(pid) {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{what} ({pid}) is still running"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
+}

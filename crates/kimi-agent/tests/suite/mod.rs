@@ -6,6 +6,7 @@ mod background_agents;
 mod cli;
 mod crash;
 mod cron;
+mod ends_of_life;
 mod errors;
 mod faults;
 mod hooks;
