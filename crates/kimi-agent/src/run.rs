@@ -94,6 +94,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         session_id: session.id.clone(),
         reserved_context_size: config.loop_control.reserved_context_size,
         user_agent: user_agent.clone(),
+        share_dir: share_dir.clone(),
     };
     let llm = kimi_core::llm::create_provider(&resolved, &env, &provider_options)?;
     let model = kimi_core::llm::model_info(&resolved, llm.as_ref());
@@ -296,6 +297,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         },
         share_dir,
         user_agent,
+        signed_in: resolved.provider.oauth.is_some(),
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
     let scheduler = cron.map(|store| {

@@ -15,10 +15,13 @@
 //! - [`background`]: background tasks; [`notifications`]: what the model and client hear about them;
 //!   [`procgroup`]: stopping process groups.
 //!
+//! - [`auth`]: signing in to a Kimi account (`login`, `logout`) and sending its tokens.
+//!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
 pub mod agent_spec;
 pub mod approval;
+pub mod auth;
 pub mod background;
 pub mod config;
 pub mod context;
@@ -35,6 +38,7 @@ pub mod procgroup;
 pub mod prompt;
 pub mod recorder;
 pub mod runtime;
+pub mod secret_file;
 pub mod session;
 pub mod skills;
 pub mod slash;
@@ -45,3 +49,7 @@ pub mod text;
 pub mod title;
 pub mod toolset;
 pub mod workspace;
+
+/// The Kimi Code CLI release whose behaviour (flags, protocol, files) kimi-agent implements. Clients
+/// gate on it (`info`), and the Kimi account server is told it (`X-Msh-Version`).
+pub const KIMI_CLI_VERSION: &str = "1.49.0";

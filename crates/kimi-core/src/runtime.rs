@@ -54,6 +54,8 @@ pub struct AgentInfo {
     pub share_dir: PathBuf,
     /// The provider's User-Agent; `initialize` appends the client's name and version.
     pub user_agent: kimi_llm::UserAgent,
+    /// The model's provider signs in with an account (`oauth`): a 401 from it means the login expired.
+    pub signed_in: bool,
 }
 
 /// The agent behind one wire connection.
@@ -246,6 +248,10 @@ impl WireAgent for CoreAgent {
             }),
             Err(TurnError::LlmNotSet) => Err(RpcError::llm_not_set()),
             Err(TurnError::LlmNotSupported(message)) => Err(RpcError::llm_not_supported(message)),
+            // Reference: a 401 on an account's provider asks the user to sign in again.
+            Err(TurnError::Provider(e)) if self.info.signed_in && e.status_code() == Some(401) => {
+                Err(RpcError::auth_expired())
+            }
             Err(TurnError::Provider(e)) => Err(RpcError::chat_provider(e.to_string())),
             Err(TurnError::Internal(message)) => Err(RpcError::internal(message)),
         }

@@ -14,9 +14,6 @@ use crate::cli::InfoArgs;
 /// Agent specification versions that `--agent-file` accepts.
 pub const AGENT_SPEC_VERSIONS: &[&str] = &["1"];
 
-/// The Kimi Code CLI release whose behaviour (flags, protocol, files) kimi-agent implements.
-pub const KIMI_CLI_VERSION: &str = "1.49.0";
-
 /// What `info` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Info {
@@ -34,7 +31,7 @@ impl Info {
     /// The information for this build.
     pub fn current() -> Self {
         Self {
-            kimi_cli_version: KIMI_CLI_VERSION,
+            kimi_cli_version: kimi_core::KIMI_CLI_VERSION,
             version: env!("CARGO_PKG_VERSION"),
             agent_spec_versions: AGENT_SPEC_VERSIONS,
             wire_protocol_version: kimi_wire::PROTOCOL_VERSION,

@@ -11,6 +11,7 @@ mod errors;
 mod faults;
 mod hooks;
 mod initialize;
+mod login;
 mod mcp;
 mod mcp_oauth;
 mod plan_mode;
