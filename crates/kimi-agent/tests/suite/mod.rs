@@ -17,6 +17,7 @@ mod mcp_oauth;
 mod plan_mode;
 mod prompt;
 mod providers;
+mod sdk;
 mod session_compat;
 mod session_state;
 mod sessions;
