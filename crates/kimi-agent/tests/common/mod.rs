@@ -130,7 +130,12 @@ impl TestHome {
 
     /// A command for the binary with this home's environment; stderr goes to the test's stderr.
     pub fn command(&self, args: &[String]) -> Command {
-        let mut command = Command::new(binary());
+        self.command_for(Path::new(binary()), args)
+    }
+
+    /// Like [`TestHome::command`], for the binary under another path or name (`kimi`).
+    pub fn command_for(&self, program: &Path, args: &[String]) -> Command {
+        let mut command = Command::new(program);
         command
             .args(args)
             .env("HOME", self.home())
@@ -200,9 +205,18 @@ impl WireProcess {
 
     /// Spawns with extra environment variables for the child only.
     pub async fn spawn_with_env(home: &TestHome, args: Vec<String>, env: &[(&str, &str)]) -> Result<Self> {
-        let mut child = home
-            .command(&args)
-            .envs(env.iter().copied())
+        let mut command = home.command(&args);
+        command.envs(env.iter().copied());
+        Self::spawn_command(command)
+    }
+
+    /// Spawns the binary as `program` (a link to it under another name).
+    pub async fn spawn_with_program(home: &TestHome, program: &Path, args: Vec<String>) -> Result<Self> {
+        Self::spawn_command(home.command_for(program, &args))
+    }
+
+    fn spawn_command(mut command: Command) -> Result<Self> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

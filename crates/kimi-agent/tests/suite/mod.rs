@@ -4,6 +4,7 @@ mod adversarial;
 mod background;
 mod background_agents;
 mod cli;
+mod clients;
 mod crash;
 mod cron;
 mod ends_of_life;

@@ -30,13 +30,22 @@ async fn missing_prerequisite(dir: &Path) -> Option<String> {
     if !node.is_ok_and(|o| o.status.success()) {
         return Some("node is not installed".into());
     }
-    if !dir.join("node_modules/@moonshot-ai/kimi-agent-sdk/package.json").exists() {
-        return Some(format!("the SDK is not installed (run `npm ci` in {})", dir.display()));
+    if !dir
+        .join("node_modules/@moonshot-ai/kimi-agent-sdk/package.json")
+        .exists()
+    {
+        return Some(format!(
+            "the SDK is not installed (run `npm ci` in {})",
+            dir.display()
+        ));
     }
     None
 }
 
-#[expect(clippy::print_stderr, reason = "a skipped test says why, and a failed run shows node's report")]
+#[expect(
+    clippy::print_stderr,
+    reason = "a skipped test says why, and a failed run shows node's report"
+)]
 fn report(text: &str) {
     eprintln!("{text}");
 }
