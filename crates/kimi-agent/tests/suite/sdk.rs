@@ -62,7 +62,7 @@ async fn the_published_typescript_sdk_drives_the_binary() -> Result<()> {
     }
     let mcp_server = super::mcp::test_server()?;
     let run = tokio::process::Command::new("node")
-        .args(["--test", "--test-concurrency=2"])
+        .args(["--test", "--test-concurrency=2", "--test-timeout=60000"])
         .current_dir(&dir)
         .env("KIMI_AGENT_BIN", binary())
         .env("KIMI_AGENT_MCP_TEST_SERVER", &mcp_server)
