@@ -303,7 +303,7 @@ impl WireAgent for CoreAgent {
             let send = async {
                 match item {
                     ReplayItem::EventLine { kind, line } => client.send_event_line(&kind, line).await,
-                    ReplayItem::Event(event) => client.send_event(&event).await.map(|()| true),
+                    ReplayItem::Event(event) => client.send_event(&event).await,
                     ReplayItem::Request(request) => client.replay_request(&request).await.map(|()| true),
                 }
             };

@@ -79,23 +79,24 @@ impl ClientHandle {
     }
 
     /// Streams one event (`method: "event"`), unless the client cannot parse its type (see
-    /// [`EventFilter`]; the caller records it all the same). Waits only when the client is slow to read
-    /// (bounded queue). A `TurnEnd` ends a turn the agent started itself ([`crate::TurnStarter`]) for
-    /// the client.
-    pub async fn send_event(&self, event: &Event) -> Result<(), ConnectionClosed> {
-        if self.event_filter().allows(event) {
+    /// [`EventFilter`]; the caller records it all the same); returns whether it was sent. Waits only when
+    /// the client is slow to read (bounded queue). A `TurnEnd` ends a turn the agent started itself
+    /// ([`crate::TurnStarter`]) for the client, sent or not.
+    pub async fn send_event(&self, event: &Event) -> Result<bool, ConnectionClosed> {
+        let sent = if self.event_filter().allows(event) {
             let line = jsonrpc::notification_line("event", event).map_err(|e| {
                 tracing::error!(error = %e, "event failed to serialize");
                 ConnectionClosed
             })?;
             self.send_line(line).await?;
-        } else if self.is_closed() {
-            return Err(ConnectionClosed);
-        }
+            true
+        } else {
+            false
+        };
         if matches!(event, Event::TurnEnd(_)) {
             self.turn.turn_end_sent(&self.pending);
         }
-        Ok(())
+        Ok(sent)
     }
 
     /// Sends a recorded `event` notification `line` of type `kind` as it is (replay's fast path), unless
