@@ -3,7 +3,8 @@
 //! device id is kept in `<share>/device_id` as the reference keeps it. Errors read as the reference's.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use kimi_llm::http::{ClientTimeouts, LazyClient};
@@ -96,11 +97,14 @@ impl ModelInfo {
 pub struct AccountClient {
     endpoints: Endpoints,
     http: LazyClient,
-    headers: HeaderMap,
+    share_dir: PathBuf,
+    /// Made by the first request to the account server (reading or creating the device id).
+    headers: OnceLock<HeaderMap>,
 }
 
 impl AccountClient {
-    /// A client for `endpoints`; the device id is read from (or first written to) `share_dir`.
+    /// A client for `endpoints`; the device id is read from (or first written to) `share_dir` when the
+    /// account server is first asked something.
     pub fn new(endpoints: Endpoints, share_dir: &Path) -> Self {
         Self {
             endpoints,
@@ -109,7 +113,8 @@ impl AccountClient {
                 read: Some(Duration::from_secs(60)),
                 total: Some(Duration::from_secs(120)),
             }),
-            headers: device_headers(share_dir),
+            share_dir: share_dir.to_owned(),
+            headers: OnceLock::new(),
         }
     }
 
@@ -271,7 +276,11 @@ impl AccountClient {
             .http
             .get()?
             .post(url)
-            .headers(self.headers.clone())
+            .headers(
+                self.headers
+                    .get_or_init(|| device_headers(&self.share_dir))
+                    .clone(),
+            )
             .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .body(body)
             .send()

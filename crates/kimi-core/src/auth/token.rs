@@ -165,9 +165,13 @@ impl RefreshLock {
 
 /// One non-blocking try; `Ok(None)` when another process holds the lock.
 fn try_lock(path: &Path) -> std::io::Result<Option<RefreshLock>> {
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        // The directory holds the tokens: private, as `secret_file` makes it.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
     }
     let file = std::fs::OpenOptions::new()
         .create(true)
