@@ -392,7 +392,8 @@ fn clamp_u32(value: u64) -> u32 {
 
 /// Resolves on SIGINT, SIGTERM or SIGHUP: each ends the session like EOF does (the running turn is
 /// cancelled and its `prompt` answered `cancelled`, children are stopped, exit 0). SIGHUP is what a
-/// closing terminal or editor sends; the reference's default action for it would kill us without a word.
+/// closing terminal or editor sends; left to its default action it kills the process before the pending
+/// `prompt` is answered, and the reference does not handle it.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (

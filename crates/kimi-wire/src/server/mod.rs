@@ -38,7 +38,7 @@ pub(crate) use turn::TurnSlot;
 pub use turn::{AgentTurn, TurnStarter};
 
 /// How long in-flight handlers may take to wind down after the connection closes, by default.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// The answer to a request whose handler panicked (reference style: `<ExcType>: <message>`).
 const HANDLER_PANICKED: &str = "InternalError: the request failed unexpectedly";
