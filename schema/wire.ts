@@ -133,7 +133,15 @@ supports_question: boolean,
 /**
  * The client supports plan mode; otherwise the plan-mode tools are hidden and fail.
  */
-supports_plan_mode: boolean, };
+supports_plan_mode: boolean, 
+/**
+ * Extension (kimi-agent): the event types the client can parse; the server sends no other
+ * `event`s on this connection (requests are always sent). `"*"` stands for every type, including
+ * types added later; names the server does not know are ignored. When absent, the official
+ * TypeScript SDK 0.1.x (`client.name` starting with `kimi-agent-sdk/`, protocol below 1.10) gets
+ * the types its schema parses and every other client gets every type.
+ */
+events?: Array<string> | null, };
 
 /**
  * The client's name and version.

@@ -181,6 +181,18 @@ pub enum Command {
     /// Manage MCP server configurations.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Login to your Kimi account.
+    Login(AccountArgs),
+    /// Logout from your Kimi account.
+    Logout(AccountArgs),
+}
+
+/// `login` and `logout` options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct AccountArgs {
+    /// Emit OAuth events as JSON lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `info` options.

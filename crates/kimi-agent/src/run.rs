@@ -108,6 +108,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         session_id: session.id.clone(),
         reserved_context_size: config.loop_control.reserved_context_size,
         user_agent: user_agent.clone(),
+        share_dir: share_dir.clone(),
     };
     let llm = kimi_core::llm::create_provider(&resolved, &env, &provider_options)?;
     let model = kimi_core::llm::model_info(&resolved, llm.as_ref());
@@ -115,6 +116,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
 
     let (server, client) = Server::new(ServerConfig {
         max_line_bytes: max_line_bytes(),
+        ..ServerConfig::default()
     });
     // What does not depend on holding the session is read here, once: a broken agent file or MCP
     // configuration fails the start, whoever holds the session.
@@ -165,6 +167,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         skills,
         mcp_servers,
         server_info,
+        signed_in: resolved.provider.oauth.is_some(),
     };
     let gate = Arc::new(SessionGate::new(session, client, facts, opener));
     match gate.take_over().await {
@@ -210,6 +213,8 @@ struct Opener {
     skills: Arc<Skills>,
     mcp_servers: Vec<kimi_core::mcp::config::ServerConfig>,
     server_info: ServerInfo,
+    /// The model's provider signs in with a Kimi account (`login`), so `info` can say so.
+    signed_in: bool,
 }
 
 #[async_trait]
@@ -242,6 +247,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         skills,
         mcp_servers,
         server_info,
+        signed_in,
     } = opener;
     let state = StateFile::load(&session.state_path());
     let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
@@ -437,6 +443,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         server: server_info.clone(),
         share_dir: share_dir.clone(),
         user_agent: user_agent.clone(),
+        signed_in: *signed_in,
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
     let scheduler = cron
@@ -602,16 +609,23 @@ fn clamp_u32(value: u64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
-/// Resolves on SIGINT or SIGTERM: both end the session like EOF does.
+/// Resolves on SIGINT, SIGTERM or SIGHUP: each ends the session like EOF does (the running turn is
+/// cancelled and its `prompt` answered `cancelled`, children are stopped, exit 0). SIGHUP is what a
+/// closing terminal or editor sends; left to its default action it kills the process before the pending
+/// `prompt` is answered, and the reference does not handle it.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-    else {
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
         // Without signal handlers we simply never shut down by signal.
         return std::future::pending().await;
     };
     tokio::select! {
         _ = int.recv() => tracing::info!("SIGINT received"),
         _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = hup.recv() => tracing::info!("SIGHUP received"),
     }
 }

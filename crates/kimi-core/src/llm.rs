@@ -1,6 +1,7 @@
 //! Building the chat provider for a run from the resolved model.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +10,8 @@ use kimi_llm::{
     ChaosConfig, ChaosProvider, ChatProvider, CompletionBudget, Flavor, OpenAiCompatConfig, UserAgent,
 };
 
+use crate::auth::Endpoints;
+use crate::auth::provider::{AccountChatProvider, AccountTokens, BuildProvider};
 use crate::config::{CompletionCap, Env, ProviderType, ResolvedModel, ThinkingSwitch};
 use crate::soul::ModelInfo;
 
@@ -34,6 +37,8 @@ pub struct ProviderOptions {
     pub reserved_context_size: u64,
     /// The User-Agent handle; `initialize` adds the client's name to it.
     pub user_agent: UserAgent,
+    /// The share directory, where a provider with `oauth` finds the account's tokens.
+    pub share_dir: PathBuf,
 }
 
 /// The provider for `resolved`, or `None` when no LLM is set (the turn then answers -32001).
@@ -127,7 +132,24 @@ fn openai_compat(
     config.session_id = Some(options.session_id.clone());
     config.user_agent = options.user_agent.clone();
     config.read_timeout = read_timeout(env)?;
-    kimi_llm::create(config).map_err(|e| LlmError::Setup(e.to_string()))
+    let Some(oauth) = &provider.oauth else {
+        return kimi_llm::create(config).map_err(|e| LlmError::Setup(e.to_string()));
+    };
+    // Signed in with `login`: the account's access token, kept fresh, instead of a fixed key.
+    let tokens = Arc::new(AccountTokens::new(
+        options.share_dir.clone(),
+        &oauth.key,
+        Endpoints::from_env(env),
+    ));
+    let fallback_key = config.api_key.clone();
+    let build: BuildProvider = Box::new(move |key| {
+        let mut config = config.clone();
+        key.clone_into(&mut config.api_key);
+        kimi_llm::create(config)
+    });
+    let provider =
+        AccountChatProvider::new(tokens, fallback_key, build).map_err(|e| LlmError::Setup(e.to_string()))?;
+    Ok(Arc::new(provider))
 }
 
 /// The facts the loop needs about the model.

@@ -55,6 +55,8 @@ pub struct AgentInfo {
     pub share_dir: PathBuf,
     /// The provider's User-Agent; `initialize` appends the client's name and version.
     pub user_agent: kimi_llm::UserAgent,
+    /// The model's provider signs in with an account (`oauth`): a 401 from it means the login expired.
+    pub signed_in: bool,
 }
 
 /// The agent behind one wire connection.
@@ -109,8 +111,10 @@ impl CoreAgent {
     }
 
     /// Writes `state.json` (the reference writes it after each turn), keeping fields we do not manage.
-    async fn save_state(&self) {
+    /// `title` titles a session that has none (see [`crate::title`]).
+    async fn save_state(&self, title: Option<String>) {
         let path = self.session.state_path();
+        let (dir, wire) = (self.session.dir.clone(), self.session.wire_path());
         let approval = self.soul.approvals().state();
         let approval_changed = approval != self.approval_at_start;
         let plan_mode = self.soul.plan_mode();
@@ -130,12 +134,19 @@ impl CoreAgent {
             file.plan_slug = plan_slug;
             file.plan_session_id = plan_session_id;
             file.todos = todos;
+            if file.custom_title.is_none() {
+                file.custom_title = title;
+            }
             let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
-            session::write_atomic(&path, &bytes)
+            session::write_atomic(&path, &bytes)?;
+            match &file.custom_title {
+                Some(title) => crate::title::publish(&dir, &wire, title),
+                None => Ok(()),
+            }
         })
         .await;
         if let Ok(Err(e)) = result {
-            tracing::error!(error = %e, "state.json not written");
+            tracing::error!(error = %e, "state.json or metadata.json not written");
         }
     }
 }
@@ -187,8 +198,11 @@ impl WireAgent for CoreAgent {
     }
 
     async fn prompt(&self, input: UserInput, cancel: CancellationToken) -> Result<PromptResult, RpcError> {
+        let title = crate::title::from_prompt(&input);
         let result = self.soul.run_turn(input, cancel).await;
-        self.save_state().await;
+        // Reference: only a turn that finished titles the session.
+        let title = title.filter(|_| matches!(result, Ok(TurnOutcome::Finished)));
+        self.save_state(title).await;
         match result {
             Ok(TurnOutcome::Finished) => Ok(PromptResult {
                 status: PromptStatus::Finished,
@@ -204,6 +218,10 @@ impl WireAgent for CoreAgent {
             }),
             Err(TurnError::LlmNotSet) => Err(RpcError::llm_not_set()),
             Err(TurnError::LlmNotSupported(message)) => Err(RpcError::llm_not_supported(message)),
+            // Reference: a 401 on an account's provider asks the user to sign in again.
+            Err(TurnError::Provider(e)) if self.info.signed_in && e.status_code() == Some(401) => {
+                Err(RpcError::auth_expired())
+            }
             Err(TurnError::Provider(e)) => Err(RpcError::chat_provider(e.to_string())),
             Err(TurnError::Internal(message)) => Err(RpcError::internal(message)),
         }
@@ -222,7 +240,7 @@ impl WireAgent for CoreAgent {
         };
         // Recorded as well as streamed, so replay shows the change (reference).
         self.soul.events().emit(Event::StatusUpdate(update)).await;
-        self.save_state().await;
+        self.save_state(None).await;
         Ok(SetPlanModeResult::new(enabled))
     }
 
@@ -273,11 +291,12 @@ pub async fn replay_wire_file(
             break ReplayStatus::Finished;
         };
         let is_request = matches!(item, ReplayItem::Request(_));
+        // Events the client cannot parse are left out (and not counted), as in a live turn.
         let send = async {
             match item {
-                ReplayItem::EventLine(line) => client.send_line(line).await,
+                ReplayItem::EventLine { kind, line } => client.send_event_line(&kind, line).await,
                 ReplayItem::Event(event) => client.send_event(&event).await,
-                ReplayItem::Request(request) => client.replay_request(&request).await,
+                ReplayItem::Request(request) => client.replay_request(&request).await.map(|()| true),
             }
         };
         // A client that stops reading must not keep a cancel from being answered.
@@ -286,8 +305,10 @@ pub async fn replay_wire_file(
             () = cancel.cancelled() => break ReplayStatus::Cancelled,
             sent = send => sent,
         };
-        if sent.is_err() {
-            break ReplayStatus::Cancelled;
+        match sent {
+            Err(_) => break ReplayStatus::Cancelled,
+            Ok(false) => continue,
+            Ok(true) => {}
         }
         if is_request {
             requests += 1;

@@ -126,6 +126,14 @@ impl RpcError {
     pub fn chat_provider(message: impl Into<String>) -> Self {
         Self::new(CHAT_PROVIDER_ERROR, message)
     }
+
+    /// -32004: the account's login expired (a 401 from a provider that signs in with `login`).
+    pub fn auth_expired() -> Self {
+        Self::new(
+            AUTH_EXPIRED,
+            "Authentication failed. Your login session may have expired. Please run \"/login\" to sign in again.",
+        )
+    }
 }
 
 impl std::fmt::Display for RpcError {

@@ -1,8 +1,9 @@
 //! `kimi-agent info`: version and protocol information.
 //!
 //! Same lines and JSON keys as the reference's `kimi info`, except that the Python version line
-//! (`python_version`) is left out: there is no Python runtime here. `kimi_cli_version` carries
-//! kimi-agent's own version so scripts that read that key keep working.
+//! (`python_version`) is left out: there is no Python runtime here. `kimi_cli_version` is the release of
+//! the Kimi Code CLI whose behaviour we implement, because clients gate on it (the VS Code extension
+//! refuses a CLI below 0.82); our own version has a key (and a line) of its own, `kimi_agent_version`.
 
 use std::io::Write;
 
@@ -16,6 +17,8 @@ pub const AGENT_SPEC_VERSIONS: &[&str] = &["1"];
 /// What `info` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Info {
+    /// The Kimi Code CLI release we implement.
+    pub kimi_cli_version: &'static str,
     /// kimi-agent's version.
     pub version: &'static str,
     /// Supported agent specification versions.
@@ -28,28 +31,31 @@ impl Info {
     /// The information for this build.
     pub fn current() -> Self {
         Self {
+            kimi_cli_version: kimi_core::KIMI_CLI_VERSION,
             version: env!("CARGO_PKG_VERSION"),
             agent_spec_versions: AGENT_SPEC_VERSIONS,
             wire_protocol_version: kimi_wire::PROTOCOL_VERSION,
         }
     }
 
-    /// Human-readable form, one `label: value` line each.
+    /// Human-readable form, one `label: value` line each: the reference's lines, then ours.
     pub fn to_text(&self) -> String {
         format!(
-            "kimi-agent version: {}\nagent spec versions: {}\nwire protocol: {}\n",
-            self.version,
+            "kimi-cli version: {}\nagent spec versions: {}\nwire protocol: {}\nkimi-agent version: {}\n",
+            self.kimi_cli_version,
             self.agent_spec_versions.join(", "),
-            self.wire_protocol_version
+            self.wire_protocol_version,
+            self.version,
         )
     }
 
-    /// One line of JSON with the reference's keys.
+    /// One line of JSON with the reference's keys, then ours.
     pub fn to_json(&self) -> String {
         json!({
-            "kimi_cli_version": self.version,
+            "kimi_cli_version": self.kimi_cli_version,
             "agent_spec_versions": self.agent_spec_versions,
             "wire_protocol_version": self.wire_protocol_version,
+            "kimi_agent_version": self.version,
         })
         .to_string()
     }
@@ -76,13 +82,14 @@ mod tests {
     #[test]
     fn text_has_the_reference_lines() {
         let info = Info {
+            kimi_cli_version: "1.49.0",
             version: "9.9.9",
             agent_spec_versions: &["1"],
             wire_protocol_version: "1.10",
         };
         assert_eq!(
             info.to_text(),
-            "kimi-agent version: 9.9.9\nagent spec versions: 1\nwire protocol: 1.10\n"
+            "kimi-cli version: 1.49.0\nagent spec versions: 1\nwire protocol: 1.10\nkimi-agent version: 9.9.9\n"
         );
     }
 
@@ -92,9 +99,10 @@ mod tests {
         assert_eq!(
             value,
             json!({
-                "kimi_cli_version": env!("CARGO_PKG_VERSION"),
+                "kimi_cli_version": "1.49.0",
                 "agent_spec_versions": ["1"],
                 "wire_protocol_version": "1.10",
+                "kimi_agent_version": env!("CARGO_PKG_VERSION"),
             })
         );
     }

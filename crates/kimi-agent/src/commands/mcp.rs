@@ -362,7 +362,7 @@ fn auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {
     say(&format!("Authorizing with '{name}'..."));
     runtime()?.block_on(async {
         let pending = authorize::begin(share_dir, &url).await.map_err(|e| failed(&e))?;
-        if open_browser(pending.url()) {
+        if super::browser::open(pending.url(), super::browser::When::AtTerminal) {
             say("A browser window will open for authorization. If it does not, open this URL:");
         } else {
             say("Open this URL in a browser to authorize:");
@@ -381,38 +381,6 @@ fn auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {
         say(&format!("Available tools: {}", tools.len()));
         Ok(())
     })
-}
-
-/// Opens `url` in the desktop's browser when there is a desktop and a person at a terminal; headless
-/// (no display, or output piped to a program) it does nothing and the printed URL is the way.
-fn open_browser(url: &str) -> bool {
-    use std::io::IsTerminal;
-    let has_display = cfg!(target_os = "macos")
-        || ["DISPLAY", "WAYLAND_DISPLAY"]
-            .iter()
-            .any(|key| std::env::var_os(key).is_some_and(|v| !v.is_empty()));
-    if !has_display || !std::io::stdout().is_terminal() {
-        return false;
-    }
-    let opener = if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
-    let spawned = std::process::Command::new(opener)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    match spawned {
-        Ok(mut child) => {
-            // Reaped in the background so it does not linger as a zombie while we wait for the callback.
-            std::thread::spawn(move || child.wait());
-            true
-        }
-        Err(_) => false,
-    }
 }
 
 fn reset_auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {

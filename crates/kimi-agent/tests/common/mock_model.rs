@@ -122,7 +122,8 @@ pub fn tool_result<'a>(messages: &'a [Value], tool_call_id: &str) -> Option<Stri
         .map(message_text)
 }
 
-fn sse(reply: &Reply) -> String {
+/// The SSE body of `reply`, as an OpenAI-compatible server streams it.
+pub fn sse(reply: &Reply) -> String {
     let chunk = |delta: Value, finish: Value| {
         let chunk = json!({
             "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",

@@ -83,6 +83,21 @@ pub fn default_file_text(json: bool) -> Result<String, std::io::Error> {
     }
 }
 
+/// Writes `config` to `path` in the file's format, whole, as the reference's `save_config` does (`login`
+/// and `logout` change the configuration this way). Unset optional keys are left out.
+pub fn save(path: &Path, config: &Config) -> Result<(), ConfigError> {
+    let text = if is_json(path) {
+        serde_json::to_string_pretty(config).map_err(std::io::Error::other)
+    } else {
+        toml::to_string(config).map_err(std::io::Error::other)
+    }
+    .map_err(|source| ConfigError::Write {
+        path: path.to_owned(),
+        source,
+    })?;
+    write_file(path, &text)
+}
+
 fn load_file(path: &Path, is_default: bool) -> Result<Config, ConfigError> {
     tracing::debug!(path = %path.display(), "loading config");
     let mut config = if path.exists() {

@@ -14,7 +14,7 @@ pub mod model;
 pub mod schema;
 
 pub use error::{ConfigError, ConfigOrigin};
-pub use load::{ConfigSource, from_text, load, load_in};
+pub use load::{ConfigSource, from_text, load, load_in, save};
 pub use model::{
     CompletionCap, Env, GenerationOverrides, ResolvedModel, ThinkingSwitch, derive_capabilities, process_env,
 };
