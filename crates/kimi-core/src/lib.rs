@@ -45,7 +45,6 @@ pub mod prompt;
 pub mod recorder;
 pub mod reminders;
 pub mod runtime;
-pub mod secret_file;
 pub mod session;
 pub mod session_gate;
 pub mod session_lock;

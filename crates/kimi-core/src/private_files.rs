@@ -88,13 +88,39 @@ pub fn create_new(path: &Path) -> io::Result<File> {
 /// file and the result is private whatever the old file's mode was. Missing parents are created
 /// private.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+    replace(path, bytes, false)
+}
+
+/// [`write_atomic`] for credentials (OAuth tokens, client ids), also flushed to the disk before the
+/// rename: a crash must not cost the user a sign-in. Rare enough that the `fsync` does not matter.
+pub fn write_secret(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// Removes `path`; removing what is not there is fine.
+pub fn remove(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent {
         create_dir_all(parent)?;
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // A name of its own per write: two writers of one file (threads, or two agents on one
+    // credential) never share a temp file, and the last rename wins whole.
+    let tmp = parent
+        .unwrap_or_else(|| Path::new("."))
+        .join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     let written = (|| {
-        let mut file = create(&tmp)?;
+        let mut file = create_new(&tmp)?;
         file.write_all(bytes)?;
+        if durable {
+            file.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if written.is_err() {
@@ -151,5 +177,19 @@ mod tests {
         std::fs::set_permissions(&state, Permissions::from_mode(0o666)).unwrap();
         write_atomic(&state, b"[]").unwrap();
         assert_eq!(mode(&state), 0o600);
+    }
+
+    #[test]
+    fn secrets_are_replaced_whole_and_leave_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("creds/token.json");
+        write_secret(&path, b"first").unwrap();
+        write_secret(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        assert_eq!((mode(&path), mode(path.parent().unwrap())), (0o600, 0o700));
+        assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
+        remove(&path).unwrap();
+        remove(&path).unwrap();
+        assert!(!path.exists());
     }
 }

@@ -389,7 +389,7 @@ fn device_id(share_dir: &Path) -> String {
         return text.trim().to_owned();
     }
     let id = uuid::Uuid::new_v4().simple().to_string();
-    if let Err(e) = crate::secret_file::write(&path, id.as_bytes()) {
+    if let Err(e) = crate::private_files::write_secret(&path, id.as_bytes()) {
         tracing::warn!(path = %path.display(), error = %e, "device id not saved");
     }
     id

@@ -125,12 +125,12 @@ pub fn load(share_dir: &Path, key: &str) -> Option<OAuthToken> {
 pub fn save(share_dir: &Path, key: &str, token: &OAuthToken) -> std::io::Result<()> {
     let value = serde_json::to_value(token).map_err(std::io::Error::other)?;
     let text = kimi_llm::python_dumps(&value, true);
-    crate::secret_file::write(&token_path(share_dir, key), text.as_bytes())
+    crate::private_files::write_secret(&token_path(share_dir, key), text.as_bytes())
 }
 
 /// Removes the stored tokens of `key`. The lock file stays: another process may hold it.
 pub fn delete(share_dir: &Path, key: &str) -> std::io::Result<()> {
-    crate::secret_file::remove(&token_path(share_dir, key))
+    crate::private_files::remove(&token_path(share_dir, key))
 }
 
 /// How often, and how long apart, a refresh waits for another process holding the lock (reference:
@@ -167,7 +167,7 @@ impl RefreshLock {
 fn try_lock(path: &Path) -> std::io::Result<Option<RefreshLock>> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent() {
-        // The directory holds the tokens: private, as `secret_file` makes it.
+        // The directory holds the tokens: private, as `private_files::write_secret` makes it.
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)

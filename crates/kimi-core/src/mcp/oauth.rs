@@ -76,12 +76,12 @@ pub fn has_tokens(share_dir: &Path, url: &str) -> bool {
 /// concurrent reader sees the old tokens or the new ones, never half of either.
 pub fn save(share_dir: &Path, url: &str, tokens: &StoredTokens) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(tokens).map_err(std::io::Error::other)?;
-    crate::secret_file::write(&token_file(share_dir, url), text.as_bytes())
+    crate::private_files::write_secret(&token_file(share_dir, url), text.as_bytes())
 }
 
 /// Removes the stored tokens of `url`; clearing what is not there is fine.
 pub fn clear_tokens(share_dir: &Path, url: &str) -> std::io::Result<()> {
-    crate::secret_file::remove(&token_file(share_dir, url))
+    crate::private_files::remove(&token_file(share_dir, url))
 }
 
 fn now_epoch_secs() -> u64 {
