@@ -32,12 +32,15 @@ pub mod openai;
 mod provider;
 mod py;
 pub mod schema_sanitize;
+mod sse;
+mod tool_names;
 
 pub use chaos::{ChaosConfig, ChaosProvider};
 pub use error::ChatError;
+pub use http::chain as error_chain;
 pub use message::{Message, Role};
 pub use openai::{
-    CompletionBudget, Flavor, OpenAiCompatConfig, OpenAiCompatProvider, UserAgent, create, error_chain,
+    CompletionBudget, Flavor, OpenAiCompatConfig, OpenAiCompatProvider, UserAgent, create,
     install_tls_provider,
 };
 pub use provider::{ChatProvider, ChatRequest, ChatStream, StreamEvent, ToolSpec};
