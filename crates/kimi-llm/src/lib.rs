@@ -22,16 +22,20 @@
 //! Content parts, tool calls and token usage are the wire's own types
 //! (`kimi_wire::message`), so what a provider streams goes out unchanged.
 
+pub mod anthropic;
 mod assemble;
 pub mod chaos;
 pub mod echo;
 mod error;
 pub mod http;
+mod media;
 mod message;
 pub mod openai;
 mod provider;
 mod py;
+pub mod responses;
 pub mod schema_sanitize;
+mod settings;
 mod sse;
 mod tool_names;
 
@@ -45,3 +49,4 @@ pub use openai::{
 };
 pub use provider::{ChatProvider, ChatRequest, ChatStream, StreamEvent, ToolSpec};
 pub use py::{py_repr, python_dumps, splitlines};
+pub use settings::ProviderSettings;
