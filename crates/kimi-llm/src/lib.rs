@@ -27,6 +27,7 @@ mod assemble;
 pub mod chaos;
 pub mod echo;
 mod error;
+pub mod google;
 pub mod http;
 mod media;
 mod message;

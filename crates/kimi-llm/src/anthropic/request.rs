@@ -13,14 +13,14 @@
 //!   block of the last message unless that is a thinking block.
 //!
 //! Where we are more lenient than the reference: empty text blocks (which the API refuses) are left
-//! out, and tool-call arguments that are not a JSON object (possible only in a history written by
-//! another provider) go back as `{}` instead of failing every later request of the session.
+//! out, and tool-call arguments that are not a JSON object go back as `{}` (see [`call_arguments`]).
 
 use kimi_wire::message::{ContentPart, ToolCall};
 use serde_json::{Map, Value, json};
 
 use super::thinking::Thinking;
 use crate::media::MediaSource;
+use crate::message::call_arguments;
 use crate::schema_sanitize::sanitize_parameters;
 use crate::tool_names::ToolNames;
 use crate::{ChatError, ChatRequest, Message, Role, ToolSpec};
@@ -181,16 +181,7 @@ fn convert(message: &Message, names: &ToolNames) -> Result<Value, ChatError> {
 }
 
 fn tool_use(call: &ToolCall, names: &ToolNames) -> Value {
-    let input = match call.function.arguments.as_deref().map(str::trim) {
-        None | Some("") => Value::Object(Map::new()),
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => Value::Object(map),
-            _ => {
-                tracing::warn!(id = %call.id, "tool call arguments are not a JSON object; sent as {{}}");
-                Value::Object(Map::new())
-            }
-        },
-    };
+    let input = call_arguments(call);
     json!({"type": "tool_use", "id": call.id, "name": names.wire(&call.function.name), "input": input})
 }
 
