@@ -2,7 +2,8 @@
 //!
 //! Same lines and JSON keys as the reference's `kimi info`, except that the Python version line
 //! (`python_version`) is left out: there is no Python runtime here. `kimi_cli_version` carries
-//! kimi-agent's own version so scripts that read that key keep working.
+//! kimi-agent's own version so scripts that read that key keep working. One line and key are ours:
+//! the provider types this build runs (`provider types`, `provider_types`).
 
 use std::io::Write;
 
@@ -22,6 +23,8 @@ pub struct Info {
     pub agent_spec_versions: &'static [&'static str],
     /// The Wire protocol version spoken.
     pub wire_protocol_version: &'static str,
+    /// The provider types (`[providers.X] type`) this build runs, test providers included.
+    pub provider_types: Vec<&'static str>,
 }
 
 impl Info {
@@ -31,16 +34,18 @@ impl Info {
             version: env!("CARGO_PKG_VERSION"),
             agent_spec_versions: AGENT_SPEC_VERSIONS,
             wire_protocol_version: kimi_wire::PROTOCOL_VERSION,
+            provider_types: kimi_core::llm::PROVIDER_TYPES.map(|t| t.as_str()).to_vec(),
         }
     }
 
     /// Human-readable form, one `label: value` line each.
     pub fn to_text(&self) -> String {
         format!(
-            "kimi-agent version: {}\nagent spec versions: {}\nwire protocol: {}\n",
+            "kimi-agent version: {}\nagent spec versions: {}\nwire protocol: {}\nprovider types: {}\n",
             self.version,
             self.agent_spec_versions.join(", "),
-            self.wire_protocol_version
+            self.wire_protocol_version,
+            self.provider_types.join(", ")
         )
     }
 
@@ -50,6 +55,7 @@ impl Info {
             "kimi_cli_version": self.version,
             "agent_spec_versions": self.agent_spec_versions,
             "wire_protocol_version": self.wire_protocol_version,
+            "provider_types": self.provider_types,
         })
         .to_string()
     }
@@ -79,10 +85,11 @@ mod tests {
             version: "9.9.9",
             agent_spec_versions: &["1"],
             wire_protocol_version: "1.10",
+            provider_types: vec!["kimi", "_echo"],
         };
         assert_eq!(
             info.to_text(),
-            "kimi-agent version: 9.9.9\nagent spec versions: 1\nwire protocol: 1.10\n"
+            "kimi-agent version: 9.9.9\nagent spec versions: 1\nwire protocol: 1.10\nprovider types: kimi, _echo\n"
         );
     }
 
@@ -95,6 +102,8 @@ mod tests {
                 "kimi_cli_version": env!("CARGO_PKG_VERSION"),
                 "agent_spec_versions": ["1"],
                 "wire_protocol_version": "1.10",
+                "provider_types": ["kimi", "openai_legacy", "openai_responses", "anthropic", "google_genai",
+                    "gemini", "vertexai", "_echo", "_scripted_echo", "_chaos"],
             })
         );
     }
