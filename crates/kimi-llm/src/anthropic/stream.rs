@@ -100,18 +100,14 @@ enum Block {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Delta {
-    TextDelta {
-        text: String,
-    },
-    ThinkingDelta {
-        thinking: String,
-    },
-    SignatureDelta {
-        signature: String,
-    },
-    InputJsonDelta {
-        partial_json: String,
-    },
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
     #[serde(other)]
     Other,
 }
@@ -166,7 +162,7 @@ impl Decoder {
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) {
         self.assembler.finish();
-        out.push(StreamEvent::Usage(self.usage.clone()));
+        out.push(StreamEvent::Usage(self.usage));
     }
 
     fn on_block_start(
@@ -206,10 +202,10 @@ impl Decoder {
 
     fn on_delta(&mut self, index: u64, delta: Delta, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
         match delta {
-            Delta::TextDelta { text } => out.push(StreamEvent::Part(ContentPart::text(text))),
-            Delta::ThinkingDelta { thinking } => out.push(StreamEvent::Part(ContentPart::think(thinking))),
-            Delta::SignatureDelta { signature: sig } => out.push(signature(sig)),
-            Delta::InputJsonDelta { partial_json } => self.assembler.push(
+            Delta::Text { text } => out.push(StreamEvent::Part(ContentPart::text(text))),
+            Delta::Thinking { thinking } => out.push(StreamEvent::Part(ContentPart::think(thinking))),
+            Delta::Signature { signature: sig } => out.push(signature(sig)),
+            Delta::InputJson { partial_json } => self.assembler.push(
                 ToolCallDelta {
                     index: Some(index),
                     arguments: Some(&partial_json),

@@ -77,7 +77,8 @@ struct KeyFile {
 enum Credentials {
     ServiceAccount {
         email: String,
-        key: SigningKey,
+        /// Boxed: an RSA key pair is large beside the other variants.
+        key: Box<SigningKey>,
         key_id: Option<String>,
         token_uri: String,
         project_id: Option<String>,
@@ -362,7 +363,7 @@ fn read_key_file(path: &Path) -> Result<Credentials, ChatError> {
                 .map_err(|e| credentials_error(format!("{}: {e}", path.display())))?;
             Ok(Credentials::ServiceAccount {
                 email: file.client_email.ok_or_else(|| missing("client_email"))?,
-                key,
+                key: Box::new(key),
                 key_id: file.private_key_id,
                 token_uri,
                 project_id: file.project_id,

@@ -63,8 +63,8 @@ pub fn create(
 enum VertexAuth {
     /// Express mode: an API key.
     ApiKey(String),
-    /// An OAuth token from Google credentials.
-    OAuth(TokenSource),
+    /// An OAuth token from Google credentials (boxed: it holds the token cache).
+    OAuth(Box<TokenSource>),
 }
 
 /// Where requests go and how they are authorized.
@@ -278,7 +278,7 @@ fn vertex_target(
     }
     let auth = match api_key {
         Some(key) => VertexAuth::ApiKey(key),
-        None => VertexAuth::OAuth(TokenSource::new(CredentialSource::from_env(env))),
+        None => VertexAuth::OAuth(Box::new(TokenSource::new(CredentialSource::from_env(env)))),
     };
     Target::Vertex {
         project,
