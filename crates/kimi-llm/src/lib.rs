@@ -13,8 +13,19 @@
 //!   completions over our own tolerant request and chunk types
 //!   ([`OpenAiCompatConfig`], [`create`]); `stream.rs` decodes chunks,
 //!   `request.rs` builds bodies, `errors.rs` maps HTTP failures.
-//! - `assemble.rs`: tool-call deltas routed by id, then by index.
-//! - [`schema_sanitize`]: tool schemas and names in the shape Moonshot accepts.
+//! - [`anthropic`]: `anthropic`, Anthropic's Messages API.
+//! - [`responses`]: `openai_responses`, OpenAI's Responses API, stateless.
+//! - [`google`]: `gemini` / `google_genai` and `vertexai` (with Google
+//!   credentials and token refresh).
+//!   These three are built from [`ProviderSettings`] (`settings.rs`); each has
+//!   a `request.rs` that builds bodies and a `stream.rs` that decodes events.
+//! - `sse.rs`: reading any provider's server-sent events through its decoder;
+//!   `http.rs`: clients built on first use, sending, transport failures.
+//! - `assemble.rs`: tool-call deltas routed by id, then by index;
+//!   `tool_names.rs`: tool names as each API accepts them and back;
+//!   `media.rs`: media parts as inline data or URLs.
+//! - [`schema_sanitize`]: tool schemas and names in the shape Moonshot accepts
+//!   (each provider adds what its API needs on top).
 //! - [`chaos`]: `_chaos`, a wrapper that injects errors and truncated streams.
 //! - [`py_repr`] (`py.rs`): Python's `repr()` of a string, and the other
 //!   Python built-ins whose output reaches interface strings.

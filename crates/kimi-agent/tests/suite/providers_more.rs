@@ -61,8 +61,9 @@ impl Api {
             Self::Anthropic => "/v1/messages",
             Self::Responses => "/v1/responses",
             Self::Gemini => "/v1/models/gemini-2.5-pro:streamGenerateContent",
-            // A base URL outside googleapis.com is a gateway: no project path (as the SDK does).
-            Self::Vertex => "/v1beta1/publishers/google/models/gemini-2.5-pro:streamGenerateContent",
+            Self::Vertex => {
+                "/v1beta1/projects/kimi-test/locations/us-central1/publishers/google/models/gemini-2.5-pro:streamGenerateContent"
+            }
         }
     }
 
@@ -1102,7 +1103,9 @@ async fn vertex_finds_application_default_credentials_from_gcloud_and_the_metada
         let mut config = mocked.config(&home, 3)?;
         let gcloud = home.home().join("gcloud");
         std::fs::create_dir_all(&gcloud)?;
-        let mut env = json!({"CLOUDSDK_CONFIG": gcloud.to_string_lossy()});
+        // The key file of the other tests is not named: the credentials must be found.
+        let mut env = json!({"CLOUDSDK_CONFIG": gcloud.to_string_lossy(),
+                             "GOOGLE_CLOUD_PROJECT": "kimi-test", "GOOGLE_CLOUD_LOCATION": "us-central1"});
         match source {
             "gcloud" => std::fs::write(
                 gcloud.join("application_default_credentials.json"),

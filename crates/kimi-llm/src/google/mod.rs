@@ -10,11 +10,13 @@
 //!   is `GOOGLE_GENAI_API_VERSION` (`beta` meaning `v1beta`), else `v1`.
 //! - Vertex AI: `<base_url>/<version>/[projects/<p>/locations/<l>/]publishers/google/models/<model>...`,
 //!   version `v1beta1` unless `GOOGLE_GENAI_API_VERSION` says otherwise. The project and location come
-//!   from `GOOGLE_CLOUD_PROJECT` and `GOOGLE_CLOUD_LOCATION` (the location defaults to `global` on a
-//!   `*.googleapis.com` base URL); an explicit `api_key` (express mode) takes precedence over them, and
-//!   they take precedence over a key from the environment. A base URL outside `googleapis.com` without
-//!   an explicit key is a gateway: no project path, as in the SDK. Without a key, requests carry an
-//!   OAuth token from the application default credentials (`auth.rs`).
+//!   from `GOOGLE_CLOUD_PROJECT` and `GOOGLE_CLOUD_LOCATION` (the location defaults to `global`), the
+//!   project else from the credentials; an explicit `api_key` (express mode) takes precedence over
+//!   them, and they take precedence over a key from the environment. Without a key, requests carry an
+//!   OAuth token from the application default credentials (`auth.rs`). One difference: on a base URL
+//!   outside `googleapis.com` without an explicit key, the SDK posts to the bare base URL without
+//!   credentials (for a gateway that authenticates by custom headers); we keep the standard path and
+//!   the credentials there too.
 //!
 //! `request.rs` builds the body, `stream.rs` reads the chunks, `errors.rs` words failures as the
 //! reference does.
@@ -243,7 +245,8 @@ fn insert_secret(headers: &mut HeaderMap, name: &str, value: &str) {
     }
 }
 
-/// Project, location and credentials of a Vertex AI provider, decided as the google-genai SDK does.
+/// Project, location and credentials of a Vertex AI provider, decided as the google-genai SDK does
+/// (except for base URLs outside googleapis.com, see below).
 fn vertex_target(
     settings: &ProviderSettings,
     explicit_key: Option<String>,
@@ -266,15 +269,12 @@ fn vertex_target(
         (None, Some(_)) if in_env => None,
         (None, env_key) => env_key,
     };
-    let explicit = api_key.is_some() && !settings.api_key.trim().is_empty();
+    // Reference: `global` on a Google host. Elsewhere the SDK would post to the bare base URL without
+    // credentials (an API gateway authenticating through custom headers); we keep the standard path
+    // and credentials wherever the environment names a project.
     let google_host = settings.base().ends_with(".googleapis.com");
-    if location.is_none() && api_key.is_none() && google_host {
+    if location.is_none() && api_key.is_none() && (google_host || project.is_some()) {
         location = Some("global".to_owned());
-    }
-    if !google_host && !explicit {
-        // A gateway in front of Vertex AI: the SDK sends no project path there.
-        project = None;
-        location = None;
     }
     let auth = match api_key {
         Some(key) => VertexAuth::ApiKey(key),
@@ -400,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn a_gemini_provider_needs_a_key_and_a_gateway_gets_no_project_path() {
+    fn a_gemini_provider_needs_a_key_and_other_hosts_keep_the_project_path() {
         let settings =
             ProviderSettings::new("https://generativelanguage.googleapis.com", "", "gemini-2.5-pro");
         assert_eq!(
@@ -415,12 +415,9 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(
-            provider.target,
-            Target::Vertex {
-                project: None,
-                location: None,
-                auth: VertexAuth::OAuth(_)
-            }
+            &provider.target,
+            Target::Vertex { project: Some(p), location: Some(l), auth: VertexAuth::OAuth(_) }
+                if p == "p" && l == "global"
         ));
     }
 
