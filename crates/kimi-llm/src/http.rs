@@ -7,7 +7,7 @@
 //! is first needed and kept for the session.
 //!
 //! Failures keep the texts the reference's SDKs give (`Connection error.`, `Request timed out.`): they
-//! reach the client in -32003 errors. A non-2xx answer is handed back as an [`HttpFailure`] so each
+//! reach the client in -32003 errors. A non-2xx answer is handed back as an `HttpFailure` so each
 //! provider can word it the way its own SDK does.
 
 use std::collections::BTreeMap;
