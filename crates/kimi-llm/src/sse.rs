@@ -46,6 +46,17 @@ pub(crate) fn truncated() -> ChatError {
     }
 }
 
+/// How a body that ended before the decoder said [`Flow::Done`] ends the answer: complete when the
+/// answer said it was (`complete`, e.g. a finish reason was seen) or when nothing came at all (the loop
+/// then reports an empty answer), cut off otherwise.
+pub(crate) fn ended(saw_event: bool, complete: bool) -> Result<(), ChatError> {
+    if saw_event && !complete {
+        Err(truncated())
+    } else {
+        Ok(())
+    }
+}
+
 /// The error for an event whose data is not the JSON it should be: a mangled stream, retried.
 pub(crate) fn malformed(error: &serde_json::Error, data: &str) -> ChatError {
     tracing::warn!(error = %error, data, "malformed event in the response stream");

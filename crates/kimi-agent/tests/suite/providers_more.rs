@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockGuard, MockServer, Request, Respond, ResponseTemplate};
 
+use crate::common::mock_model::Seq;
 use crate::common::{TestHome, WireProcess, payloads};
 
 /// Our knob that scales the retry backoff; 0.01 turns the reference's 0.3 s into 3 ms.
@@ -72,19 +73,6 @@ impl Api {
     }
 }
 
-/// Answers the Nth request with the Nth template; the last one repeats.
-struct Seq {
-    templates: Vec<ResponseTemplate>,
-    next: AtomicUsize,
-}
-
-impl Respond for Seq {
-    fn respond(&self, _request: &Request) -> ResponseTemplate {
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
-        self.templates[n.min(self.templates.len() - 1)].clone()
-    }
-}
-
 /// The mock of one API (and, for Vertex AI, its token endpoint).
 struct Mocked {
     api: Api,
@@ -95,11 +83,7 @@ impl Mocked {
     async fn start(api: Api) -> Result<Self> {
         let server = MockServer::start().await;
         if api == Api::Vertex {
-            Mock::given(method("POST"))
-                .and(path("/token"))
-                .respond_with(Tokens::lasting(3600))
-                .mount(&server)
-                .await;
+            mount_tokens(&server, 3600).await;
         }
         Ok(Self { api, server })
     }
@@ -109,10 +93,7 @@ impl Mocked {
     async fn serve(&self, templates: Vec<ResponseTemplate>, expected: u64) -> MockGuard {
         Mock::given(method("POST"))
             .and(path(self.api.stream_path()))
-            .respond_with(Seq {
-                templates,
-                next: AtomicUsize::new(0),
-            })
+            .respond_with(Seq::new(templates))
             .expect(expected)
             .mount_as_scoped(&self.server)
             .await
@@ -288,6 +269,15 @@ impl Tokens {
             issued: AtomicUsize::new(0),
         }
     }
+}
+
+/// A token endpoint at `/token` whose tokens last `lifetime` seconds.
+async fn mount_tokens(server: &MockServer, lifetime: u64) {
+    Mock::given(method("POST"))
+        .and(path("/token"))
+        .respond_with(Tokens::lasting(lifetime))
+        .mount(server)
+        .await;
 }
 
 impl Respond for Tokens {
@@ -1018,11 +1008,7 @@ async fn vertex_trades_a_signed_assertion_for_a_token_reuses_it_and_refreshes_it
         (100, ["ya29.token-1", "ya29.token-2"]),
     ] {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/token"))
-            .respond_with(Tokens::lasting(lifetime))
-            .mount(&server)
-            .await;
+        mount_tokens(&server, lifetime).await;
         let mocked = Mocked {
             api: Api::Vertex,
             server,
@@ -1082,11 +1068,7 @@ async fn vertex_trades_a_signed_assertion_for_a_token_reuses_it_and_refreshes_it
 async fn vertex_finds_application_default_credentials_from_gcloud_and_the_metadata_server() -> Result<()> {
     for source in ["gcloud", "metadata"] {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/token"))
-            .respond_with(Tokens::lasting(3600))
-            .mount(&server)
-            .await;
+        mount_tokens(&server, 3600).await;
         Mock::given(method("GET"))
             .and(path(
                 "/computeMetadata/v1/instance/service-accounts/default/token",

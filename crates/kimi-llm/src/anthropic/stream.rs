@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::assemble::{Assembler, ToolCallDelta};
 use crate::py::repr_json;
-use crate::sse::{Decode, Flow, malformed, truncated};
+use crate::sse::{Decode, Flow, ended, malformed};
 use crate::tool_names::ToolNames;
 use crate::{ChatError, StreamEvent};
 
@@ -272,13 +272,10 @@ impl Decode for Decoder {
     }
 
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        if !self.saw_event {
-            return Ok(());
+        ended(self.saw_event, self.saw_stop_reason)?;
+        if self.saw_event {
+            self.finish(out);
         }
-        if !self.saw_stop_reason {
-            return Err(truncated());
-        }
-        self.finish(out);
         Ok(())
     }
 }
@@ -305,7 +302,7 @@ fn stream_error(value: &Value) -> ChatError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sse::replay;
+    use crate::sse::{replay, truncated};
     use kimi_wire::message::{ToolCall, ToolCallPart};
     use pretty_assertions::assert_eq;
 

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use super::errors::from_stream_error;
 use super::request::THOUGHT_SIGNATURE_KEY;
 use crate::py::python_dumps;
-use crate::sse::{Decode, Flow, malformed, truncated};
+use crate::sse::{Decode, Flow, ended, malformed};
 use crate::tool_names::ToolNames;
 use crate::{ChatError, StreamEvent};
 
@@ -199,9 +199,7 @@ impl Decode for Decoder {
     }
 
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        if self.saw_chunk && !self.saw_finish {
-            return Err(truncated());
-        }
+        ended(self.saw_chunk, self.saw_finish)?;
         self.finish(out);
         Ok(())
     }
@@ -210,7 +208,7 @@ impl Decode for Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sse::replay;
+    use crate::sse::{replay, truncated};
     use pretty_assertions::assert_eq;
 
     fn decode(chunks: &[&str]) -> (Vec<StreamEvent>, Result<(), ChatError>) {

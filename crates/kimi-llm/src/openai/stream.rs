@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::assemble::{Assembler, ToolCallDelta};
-use crate::sse::{Decode, Flow, malformed, truncated};
+use crate::sse::{Decode, Flow, ended, malformed};
 use crate::tool_names::ToolNames;
 use crate::{ChatError, StreamEvent};
 
@@ -260,9 +260,7 @@ impl Decode for Decoder {
 
     /// Complete if a finish reason was seen or nothing came at all, truncated otherwise.
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        if self.saw_chunk && !self.saw_finish {
-            return Err(truncated());
-        }
+        ended(self.saw_chunk, self.saw_finish)?;
         self.finish(out);
         Ok(())
     }

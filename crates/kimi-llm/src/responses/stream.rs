@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::assemble::{Assembler, ToolCallDelta};
-use crate::sse::{Decode, Flow, malformed, truncated};
+use crate::sse::{Decode, Flow, ended, malformed};
 use crate::tool_names::ToolNames;
 use crate::{ChatError, StreamEvent};
 
@@ -281,8 +281,9 @@ impl Decode for Decoder {
         Ok(Flow::More)
     }
 
+    /// Every complete answer ends with `response.completed` or `response.incomplete` (handled above).
     fn on_eof(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        if self.saw_event { Err(truncated()) } else { Ok(()) }
+        ended(self.saw_event, false)
     }
 }
 
@@ -306,7 +307,7 @@ fn stream_error(code: Option<&str>, message: Option<&str>) -> ChatError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sse::replay;
+    use crate::sse::{replay, truncated};
     use kimi_wire::message::{ToolCall, ToolCallPart};
     use pretty_assertions::assert_eq;
 
