@@ -195,18 +195,16 @@ impl GoogleProvider {
                 location,
                 auth,
             } => {
-                if let VertexAuth::OAuth(tokens) = auth {
-                    let access = tokens.access().await?;
-                    insert_secret(
-                        &mut headers,
-                        AUTHORIZATION.as_str(),
-                        &format!("Bearer {}", access.token),
-                    );
-                    if let Some(quota) = access.quota_project.as_deref().and_then(|q| q.parse().ok()) {
-                        headers.insert(HeaderName::from_static("x-goog-user-project"), quota);
+                match auth {
+                    VertexAuth::OAuth(tokens) => {
+                        let access = tokens.access().await?;
+                        let bearer = format!("Bearer {}", access.token);
+                        insert_secret(&mut headers, AUTHORIZATION.as_str(), &bearer);
+                        if let Some(quota) = access.quota_project.as_deref().and_then(|q| q.parse().ok()) {
+                            headers.insert(HeaderName::from_static("x-goog-user-project"), quota);
+                        }
                     }
-                } else if let VertexAuth::ApiKey(key) = auth {
-                    insert_secret(&mut headers, "x-goog-api-key", key);
+                    VertexAuth::ApiKey(key) => insert_secret(&mut headers, "x-goog-api-key", key),
                 }
                 if (project.is_some() || location.is_some()) && !path.starts_with("projects/") {
                     let project = match (project, auth) {
