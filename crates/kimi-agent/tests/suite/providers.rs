@@ -5,8 +5,6 @@
 //! `cached_tokens`, or in a last chunk without choices), and every request the server receives is
 //! checked for what a provider must send.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use anyhow::{Context as _, Result, anyhow, bail};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -14,7 +12,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockGuard, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, MockGuard, MockServer, Request, ResponseTemplate};
 
 use crate::common::mock_model::Seq;
 use crate::common::{READ_TIMEOUT, TestHome, WireProcess, payloads};
