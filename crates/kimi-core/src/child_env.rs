@@ -3,7 +3,7 @@
 //! The model decides what those commands are, so by default they do not see the agent's keys and
 //! tokens: the agent's environment less every variable whose name contains `KEY`, `SECRET` or `TOKEN`
 //! (any letter case) and less the model providers' own variables (`KIMI_API_KEY`, `KIMI_BASE_URL`,
-//! `KIMI_MODEL_*`, `OPENAI_*`, and what a provider's `env` table names), as codex's
+//! `KIMI_MODEL_*`, `OPENAI_*`, `GOOGLE_APPLICATION_CREDENTIALS`, and what a provider's `env` table names), as codex's
 //! `shell_environment_policy` does. `[shell_env]` changes it ([`ShellEnvConfig`]). MCP servers are
 //! not started through here: they get the `env` their configuration gives them.
 //!
@@ -20,11 +20,14 @@ use crate::config::{Config, ShellEnvConfig, ShellEnvInherit};
 const SECRET_PARTS: [&str; 3] = ["KEY", "SECRET", "TOKEN"];
 
 /// The providers' variables that hold no "KEY"/"TOKEN" yet configure the model (`config/model.rs`).
-const PROVIDER_VARS: [&str; 4] = [
+const PROVIDER_VARS: [&str; 5] = [
     "KIMI_BASE_URL",
     "KIMI_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_API_KEY",
+    // Names the Vertex AI service-account key file (`kimi-llm`'s google provider): a command that
+    // knows where the key is can read it.
+    "GOOGLE_APPLICATION_CREDENTIALS",
 ];
 /// Prefix of the model overrides read from the environment.
 const PROVIDER_PREFIX: &str = "KIMI_MODEL_";

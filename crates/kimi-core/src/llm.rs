@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kimi_llm::echo::{EchoProvider, ScriptedEchoProvider};
+use kimi_llm::google::GoogleApi;
 use kimi_llm::{
-    ChaosConfig, ChaosProvider, ChatProvider, CompletionBudget, Flavor, OpenAiCompatConfig, UserAgent,
+    ChaosConfig, ChaosProvider, ChatProvider, CompletionBudget, Flavor, OpenAiCompatConfig, ProviderSettings,
+    UserAgent,
 };
 
 use crate::auth::Endpoints;
@@ -21,9 +23,6 @@ pub enum LlmError {
     /// The provider's own setup failed (e.g. the scripted-echo file is missing).
     #[error("{0}")]
     Setup(String),
-    /// A provider type this build does not implement.
-    #[error("provider type `{0}` is not supported by kimi-agent")]
-    Unsupported(&'static str),
 }
 
 /// Per-run inputs of a provider besides the resolved model.
@@ -68,7 +67,16 @@ pub fn create_provider(
             let config = ChaosConfig::default().with_env(|key| env.get(key).cloned());
             Arc::new(ChaosProvider::new(inner, config))
         }
-        other => return Err(LlmError::Unsupported(other.as_str())),
+        ProviderType::Anthropic => {
+            kimi_llm::anthropic::create(settings(resolved, options, &env)?).map_err(setup)?
+        }
+        ProviderType::OpenAiResponses => {
+            kimi_llm::responses::create(settings(resolved, options, &env)?).map_err(setup)?
+        }
+        ProviderType::Gemini | ProviderType::GoogleGenai => {
+            google(GoogleApi::Gemini, resolved, options, &env)?
+        }
+        ProviderType::VertexAi => google(GoogleApi::VertexAi, resolved, options, &env)?,
     };
     Ok(Some(provider))
 }
@@ -99,6 +107,67 @@ fn read_timeout(env: &Env) -> Result<Duration, LlmError> {
         })
 }
 
+/// Every provider type this build runs, in the reference's order, test providers last.
+pub const PROVIDER_TYPES: [ProviderType; 10] = [
+    ProviderType::Kimi,
+    ProviderType::OpenAiLegacy,
+    ProviderType::OpenAiResponses,
+    ProviderType::Anthropic,
+    ProviderType::GoogleGenai,
+    ProviderType::Gemini,
+    ProviderType::VertexAi,
+    ProviderType::Echo,
+    ProviderType::ScriptedEcho,
+    ProviderType::Chaos,
+];
+
+/// Thinking on, off, or left to the provider, from `--thinking` and the model's capabilities.
+fn thinking(resolved: &ResolvedModel, options: &ProviderOptions) -> Option<bool> {
+    match resolved.thinking_switch(options.thinking) {
+        ThinkingSwitch::On => Some(true),
+        ThinkingSwitch::Off => Some(false),
+        ThinkingSwitch::Unchanged => None,
+    }
+}
+
+fn setup(error: kimi_llm::ChatError) -> LlmError {
+    LlmError::Setup(error.to_string())
+}
+
+/// What the Anthropic, Responses and Google providers share. Reference: they get the config's URL,
+/// key and `custom_headers`, the thinking switch and (Anthropic) the session id; the `KIMI_MODEL_*`
+/// generation overrides are Kimi's only.
+fn settings(
+    resolved: &ResolvedModel,
+    options: &ProviderOptions,
+    env: &Env,
+) -> Result<ProviderSettings, LlmError> {
+    let provider = &resolved.provider;
+    let mut settings = ProviderSettings::new(
+        provider.base_url.clone(),
+        provider.api_key.expose().to_owned(),
+        resolved.model.model.clone(),
+    );
+    settings.custom_headers = provider.custom_headers.clone().unwrap_or_default();
+    settings.thinking = thinking(resolved, options);
+    settings.session_id = Some(options.session_id.clone());
+    settings.user_agent = options.user_agent.clone();
+    settings.read_timeout = read_timeout(env)?;
+    Ok(settings)
+}
+
+/// A Gemini API or Vertex AI provider; the SDK's environment variables are read from `env` (the
+/// provider's `env` table over the process environment).
+fn google(
+    api: GoogleApi,
+    resolved: &ResolvedModel,
+    options: &ProviderOptions,
+    env: &Env,
+) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    let lookup = |key: &str| env.get(key).cloned();
+    kimi_llm::google::create(settings(resolved, options, env)?, api, &lookup).map_err(setup)
+}
+
 fn openai_compat(
     flavor: Flavor,
     resolved: &ResolvedModel,
@@ -123,11 +192,7 @@ fn openai_compat(
     };
     config.max_context_size = resolved.model.max_context_size;
     config.reserved_context_size = options.reserved_context_size;
-    config.thinking = match resolved.thinking_switch(options.thinking) {
-        ThinkingSwitch::On => Some(true),
-        ThinkingSwitch::Off => Some(false),
-        ThinkingSwitch::Unchanged => None,
-    };
+    config.thinking = thinking(resolved, options);
     config.thinking_keep = resolved.generation.thinking_keep.clone();
     config.session_id = Some(options.session_id.clone());
     config.user_agent = options.user_agent.clone();

@@ -4,6 +4,8 @@
 //! (`python_version`) is left out: there is no Python runtime here. `kimi_cli_version` is the release of
 //! the Kimi Code CLI whose behaviour we implement, because clients gate on it (the VS Code extension
 //! refuses a CLI below 0.82); our own version has a key (and a line) of its own, `kimi_agent_version`.
+//! One more line and key are ours too: the provider types this build runs (`provider types`,
+//! `provider_types`).
 
 use std::io::Write;
 
@@ -25,6 +27,8 @@ pub struct Info {
     pub agent_spec_versions: &'static [&'static str],
     /// The Wire protocol version spoken.
     pub wire_protocol_version: &'static str,
+    /// The provider types (`[providers.X] type`) this build runs, test providers included.
+    pub provider_types: Vec<&'static str>,
 }
 
 impl Info {
@@ -35,17 +39,19 @@ impl Info {
             version: env!("CARGO_PKG_VERSION"),
             agent_spec_versions: AGENT_SPEC_VERSIONS,
             wire_protocol_version: kimi_wire::PROTOCOL_VERSION,
+            provider_types: kimi_core::llm::PROVIDER_TYPES.map(|t| t.as_str()).to_vec(),
         }
     }
 
     /// Human-readable form, one `label: value` line each: the reference's lines, then ours.
     pub fn to_text(&self) -> String {
         format!(
-            "kimi-cli version: {}\nagent spec versions: {}\nwire protocol: {}\nkimi-agent version: {}\n",
+            "kimi-cli version: {}\nagent spec versions: {}\nwire protocol: {}\nkimi-agent version: {}\nprovider types: {}\n",
             self.kimi_cli_version,
             self.agent_spec_versions.join(", "),
             self.wire_protocol_version,
             self.version,
+            self.provider_types.join(", ")
         )
     }
 
@@ -56,6 +62,7 @@ impl Info {
             "agent_spec_versions": self.agent_spec_versions,
             "wire_protocol_version": self.wire_protocol_version,
             "kimi_agent_version": self.version,
+            "provider_types": self.provider_types,
         })
         .to_string()
     }
@@ -86,10 +93,11 @@ mod tests {
             version: "9.9.9",
             agent_spec_versions: &["1"],
             wire_protocol_version: "1.10",
+            provider_types: vec!["kimi", "_echo"],
         };
         assert_eq!(
             info.to_text(),
-            "kimi-cli version: 1.49.0\nagent spec versions: 1\nwire protocol: 1.10\nkimi-agent version: 9.9.9\n"
+            "kimi-cli version: 1.49.0\nagent spec versions: 1\nwire protocol: 1.10\nkimi-agent version: 9.9.9\nprovider types: kimi, _echo\n"
         );
     }
 
@@ -103,6 +111,8 @@ mod tests {
                 "agent_spec_versions": ["1"],
                 "wire_protocol_version": "1.10",
                 "kimi_agent_version": env!("CARGO_PKG_VERSION"),
+                "provider_types": ["kimi", "openai_legacy", "openai_responses", "anthropic", "google_genai",
+                    "gemini", "vertexai", "_echo", "_scripted_echo", "_chaos"],
             })
         );
     }

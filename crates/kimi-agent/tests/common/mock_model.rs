@@ -155,3 +155,27 @@ pub fn sse(reply: &Reply) -> String {
     body.push_str("data: [DONE]\n\n");
     body
 }
+
+/// Answers the Nth request with the Nth template; the last one repeats. For tests that script a
+/// sequence of faults and answers (one per attempt).
+pub struct Seq {
+    templates: Vec<ResponseTemplate>,
+    next: AtomicUsize,
+}
+
+impl Seq {
+    /// Serves `templates` in order; there must be at least one.
+    pub fn new(templates: Vec<ResponseTemplate>) -> Self {
+        Self {
+            templates,
+            next: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Respond for Seq {
+    fn respond(&self, _request: &Request) -> ResponseTemplate {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        self.templates[n.min(self.templates.len().saturating_sub(1))].clone()
+    }
+}

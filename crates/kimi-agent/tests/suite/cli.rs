@@ -239,7 +239,9 @@ async fn info_reports_versions_as_text_and_json() -> Result<()> {
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
         format!(
-            "kimi-cli version: 1.49.0\nagent spec versions: 1\nwire protocol: 1.10\nkimi-agent version: {}\n",
+            "kimi-cli version: 1.49.0\nagent spec versions: 1\nwire protocol: 1.10\nkimi-agent version: {}\nprovider types: kimi, \
+             openai_legacy, openai_responses, anthropic, google_genai, gemini, vertexai, _echo, _scripted_echo, \
+             _chaos\n",
             env!("CARGO_PKG_VERSION")
         )
     );
@@ -254,6 +256,8 @@ async fn info_reports_versions_as_text_and_json() -> Result<()> {
             "agent_spec_versions": ["1"],
             "wire_protocol_version": "1.10",
             "kimi_agent_version": env!("CARGO_PKG_VERSION"),
+            "provider_types": ["kimi", "openai_legacy", "openai_responses", "anthropic", "google_genai",
+                "gemini", "vertexai", "_echo", "_scripted_echo", "_chaos"],
         })
     );
     Ok(())

@@ -21,6 +21,7 @@ mod prompt;
 mod providers;
 mod security;
 mod sdk;
+mod providers_more;
 mod session_compat;
 mod session_lock;
 mod session_state;
