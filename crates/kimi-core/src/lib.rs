@@ -44,5 +44,6 @@ pub mod slash;
 pub mod soul;
 pub mod state;
 pub mod subagent;
+pub mod tool_names;
 pub mod toolset;
 pub mod workspace;
