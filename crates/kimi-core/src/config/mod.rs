@@ -20,6 +20,6 @@ pub use model::{
 };
 pub use schema::{
     BackgroundConfig, Capability, Config, ConfigIssue, HookDef, HookEvent, LoopControl, McpClientConfig,
-    McpConfig, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage, ProviderConfig, ProviderType, Secret,
-    ServiceConfig, Services, Theme,
+    McpConfig, McpToolNames, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage, ProviderConfig,
+    ProviderType, Secret, ServiceConfig, Services, Theme,
 };
