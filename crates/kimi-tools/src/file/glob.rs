@@ -10,6 +10,10 @@
 //! Patterns starting with `**` are refused (with a listing of the work dir), as in the reference.
 //! Unlike the reference, whose engine treats `{a,b}` literally and so silently matches nothing, brace
 //! alternatives work here (`globset` supports them).
+//!
+//! The kimi-code agent's `Glob` is this tool under [`GlobRules::KimiCode`] (seeds/002): newest first,
+//! patterns made only of wildcards refused instead of those starting with `**`, and brace patterns
+//! refused (as seeds/002 specifies, so a model trained on it gets the error it expects).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,21 +51,39 @@ fn yes() -> bool {
     true
 }
 
+/// Which patterns a [`Glob`] refuses and how it orders what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GlobRules {
+    /// The reference's: patterns starting with `**` refused with a listing of the work dir, brace
+    /// alternatives expanded, results sorted by path.
+    Reference,
+    /// seeds/002's (the kimi-code agent): patterns made only of wildcards (`**`, `**/*`) refused, brace
+    /// patterns refused, results newest first.
+    KimiCode,
+}
+
 /// Finds files by name pattern.
 #[derive(Debug)]
 pub struct Glob {
     spec: ToolSpec,
     env: Arc<Environment>,
     skills_dirs: Vec<PathBuf>,
+    rules: GlobRules,
 }
 
 impl Glob {
     /// The tool, searching inside the workspace of `env` and the given skills directories.
     pub fn new(env: Arc<Environment>, skills_dirs: Vec<PathBuf>) -> Self {
+        Self::with_rules(env, skills_dirs, GlobRules::Reference)
+    }
+
+    /// The tool under `rules` (its spec stays the reference's; the kimi-code profile gives its own).
+    pub fn with_rules(env: Arc<Environment>, skills_dirs: Vec<PathBuf>, rules: GlobRules) -> Self {
         Self {
             spec: tool_spec::<GlobParams>("Glob", include_str!("descriptions/glob.md")),
             env,
             skills_dirs,
+            rules,
         }
     }
 }
@@ -99,7 +121,11 @@ fn failed(pattern: &str, error: &str) -> ToolReturnValue {
 impl Glob {
     fn search(&self, params: &GlobParams) -> ToolReturnValue {
         let pattern = params.pattern.as_str();
-        if pattern.starts_with("**") {
+        if self.rules == GlobRules::KimiCode {
+            if let Some(refused) = refuse_kimi_code(pattern) {
+                return refused;
+            }
+        } else if pattern.starts_with("**") {
             return ToolReturnValue::error(
                 list_directory(&self.env.work_dir),
                 format!(
@@ -147,6 +173,9 @@ impl Glob {
         }
         matches.sort();
         matches.dedup();
+        if self.rules == GlobRules::KimiCode {
+            newest_first(&mut matches);
+        }
         let mut message = if matches.is_empty() {
             format!("No matches found for pattern `{pattern}`.")
         } else {
@@ -163,6 +192,56 @@ impl Glob {
             .map(|p| p.strip_prefix(&dir).unwrap_or(p).to_string_lossy().into_owned())
             .collect();
         ToolReturnValue::ok(output.join("\n"), message)
+    }
+}
+
+/// seeds/002's refusals: a pattern without a literal anchor that would walk the whole tree, and brace
+/// alternatives (which seeds/002's engine would match literally). Our words.
+fn refuse_kimi_code(pattern: &str) -> Option<ToolReturnValue> {
+    let components: Vec<&str> = pattern
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let only_wildcards = components
+        .iter()
+        .all(|c| c.chars().all(|ch| matches!(ch, '*' | '?')));
+    if only_wildcards && components.contains(&"**") {
+        return Some(tool_error(
+            format!(
+                "Pattern `{pattern}` is made only of wildcards, so it would list everything below the \
+                 directory, `node_modules` and build output included. Add a literal anchor: a directory \
+                 (`src/**/*.rs`), a file name or an extension (`**/*.toml`)."
+            ),
+            "Unsafe pattern",
+        ));
+    }
+    if pattern.contains(['{', '}']) {
+        return Some(tool_error(
+            format!(
+                "Pattern `{pattern}` uses brace expansion, which Glob does not support: `{{` and `}}` are \
+                 matched literally, so the pattern would silently match no file. Call Glob once per \
+                 alternative instead (for example `*.ts`, then `*.tsx`)."
+            ),
+            "Unsupported pattern",
+        ));
+    }
+    None
+}
+
+/// Most recently modified first; equal times (and unreadable ones, taken as the oldest) by path.
+fn newest_first(paths: &mut [PathBuf]) {
+    let mut keyed: Vec<(std::time::SystemTime, PathBuf)> = paths
+        .iter()
+        .map(|p| {
+            let modified = std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+            (modified, p.clone())
+        })
+        .collect();
+    keyed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    for (slot, (_, path)) in paths.iter_mut().zip(keyed) {
+        *slot = path;
     }
 }
 

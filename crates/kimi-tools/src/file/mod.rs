@@ -28,11 +28,13 @@ pub mod sensitive;
 mod write;
 
 pub use edit::StrReplaceFile;
-pub use glob::Glob;
+pub use glob::{Glob, GlobRules};
 pub use grep::Grep;
 pub use read::ReadFile;
 pub use read_media::ReadMediaFile;
 pub use write::WriteFile;
+
+pub(crate) use paths::expand_user;
 
 use kimi_core::toolset::schema_for;
 use kimi_llm::ToolSpec;
