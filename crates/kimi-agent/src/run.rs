@@ -55,7 +55,7 @@ pub struct RunOptions {
     pub max_retries_per_step: Option<u64>,
     /// `--add-dir`.
     pub add_dirs: Vec<PathBuf>,
-    /// `--agent-file` (or the built-in agent when `None`).
+    /// `--agent-file`, or a built-in agent's `builtin:` path (`--agent`); the default agent when `None`.
     pub agent_file: Option<PathBuf>,
     /// `--skills-dir`s; when any are given they replace project and user skill discovery.
     pub skills_dirs: Vec<PathBuf>,
@@ -141,14 +141,21 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             kimi_core::cron::clock::from_env(&env),
         ))
     });
-    let mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
+    let mut mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
+    if config.mcp_discover {
+        mcp_servers = discovered_mcp_servers(mcp_servers, &session.work_dir);
+    }
     let toolset = Arc::new(Toolset::new());
-    toolset.set_output_budget(kimi_core::toolset::OutputBudget::for_session(&session.dir));
     let agent_path = options.agent_file.as_ref().map_or_else(
         || agent_spec::DEFAULT_AGENT.to_owned(),
         |p| p.to_string_lossy().into_owned(),
     );
     let spec = AgentSpec::load(&agent_path)?;
+    // What the model's texts call its tools: the kimi-code agent's are `Read`, `Write`, `Edit`, ...
+    let tool_names = kimi_tools::tool_names(&spec.effective_tools());
+    toolset.set_output_budget(
+        kimi_core::toolset::OutputBudget::for_session(&session.dir).with_tool_names(tool_names),
+    );
     let skills = Arc::new(Skills::discover(&DiscoveryOptions {
         work_dir: session.work_dir.clone(),
         home: kimi_core::paths::home_dir(),
@@ -275,6 +282,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         mcp_servers,
         McpSettings {
             tool_call_timeout: config.mcp.client.tool_call_timeout(),
+            tool_names: config.mcp_tool_names,
             share_dir: share_dir.clone(),
         },
         Arc::clone(soul.toolset()),
@@ -288,9 +296,10 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         env: Arc::clone(&environment),
     });
     soul.attach_notifications(notifications);
-    soul.attach_reminders(kimi_core::reminders::Reminders::for_root(
-        !config.skip_afk_prompt_injection,
-    ));
+    soul.attach_reminders(
+        kimi_core::reminders::Reminders::for_root(!config.skip_afk_prompt_injection)
+            .with_tool_names(tool_names),
+    );
     let info = AgentInfo {
         server: ServerInfo {
             name: "kimi-agent".into(),
@@ -320,6 +329,26 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     tasks.shutdown().await;
     hooks.shutdown(HOOK_SHUTDOWN_GRACE).await;
     Ok(())
+}
+
+/// `ours` and, after them, the stdio servers other agents' configurations define (`mcp_discover`); a
+/// file or entry that cannot be used is logged and skipped.
+fn discovered_mcp_servers(
+    ours: Vec<kimi_core::mcp::ServerConfig>,
+    work_dir: &std::path::Path,
+) -> Vec<kimi_core::mcp::ServerConfig> {
+    let Some(home) = kimi_core::paths::home_dir() else {
+        tracing::warn!("mcp_discover: no home directory, nothing discovered");
+        return ours;
+    };
+    let found = kimi_core::mcp::discover::discover(&home, work_dir);
+    for warning in &found.warnings {
+        tracing::warn!("mcp_discover: {warning}");
+    }
+    for server in &found.servers {
+        tracing::info!(server = %server.server.name, file = %server.origin.display(), "MCP server discovered");
+    }
+    kimi_core::mcp::discover::merge(ours, &found)
 }
 
 /// The subagent types the agent file offers. A type whose agent file does not load is left out
@@ -355,17 +384,11 @@ fn model_switch(
     })
 }
 
-/// Builds the agent's tools, by the reference's `module:Class` paths or by our tool names.
+/// Builds the agent's tools, by the reference's `module:Class` paths, our tool names or the kimi-code
+/// profile's `kimi_code:` names.
 fn register_tools(toolset: &Toolset, paths: &[String], deps: &kimi_tools::ToolDeps) {
     for path in paths {
-        let name = kimi_tools::resolve_tool_path(path).or_else(|| {
-            kimi_tools::DEFAULT_TOOLS
-                .iter()
-                .chain(kimi_tools::OWN_TOOLS)
-                .find(|name| **name == path.as_str())
-                .copied()
-        });
-        let Some(name) = name else {
+        let Some(name) = kimi_tools::resolve_entry(path) else {
             tracing::warn!(tool = %path, "unknown tool path in agent file; skipped");
             continue;
         };
