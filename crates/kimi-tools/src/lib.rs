@@ -425,8 +425,18 @@ mod tests {
             let spec = tool.spec();
             assert_eq!(spec.name, model_name(key), "{key}");
             // Only the profile's own tools are named to the model.
-            for reference in ["ReadFile", "WriteFile", "StrReplaceFile", "SetTodoList", "SearchWeb", "`Shell`"] {
-                assert!(!spec.description.contains(reference), "{key} mentions {reference}");
+            for reference in [
+                "ReadFile",
+                "WriteFile",
+                "StrReplaceFile",
+                "SetTodoList",
+                "SearchWeb",
+                "`Shell`",
+            ] {
+                assert!(
+                    !spec.description.contains(reference),
+                    "{key} mentions {reference}"
+                );
             }
             built.push(spec.name.clone());
         }
@@ -464,10 +474,7 @@ mod tests {
         assert_eq!(resolve_entry("kimi_code:Shell"), None);
         assert_eq!(resolve_entry("Bash"), None);
         assert_eq!(resolve_entry("git_diff"), Some("git_diff"));
-        assert_eq!(
-            tool_names(&["kimi_code:Read".to_owned()]),
-            kimi_code::NAMES
-        );
+        assert_eq!(tool_names(&["kimi_code:Read".to_owned()]), kimi_code::NAMES);
         assert_eq!(
             tool_names(&["kimi_cli.tools.file:ReadFile".to_owned()]),
             kimi_core::tool_names::ToolNames::REFERENCE

@@ -547,4 +547,37 @@ mod tests {
         .await;
         assert_eq!(value, ok_text("SKILL.md", "Found 1 matches for pattern `*.md`."));
     }
+    #[tokio::test]
+    async fn kimi_code_rules_sort_newest_first_and_refuse_wildcards_and_braces() {
+        let dir = tree();
+        for (file, secs) in [("a.py", 3_000), ("src/c.py", 1_000), ("src/sub/d.py", 2_000)] {
+            let handle = std::fs::File::options().write(true).open(dir.path(file)).unwrap();
+            handle
+                .set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+                .unwrap();
+        }
+        let tool = Arc::new(Glob::with_rules(dir.env(), Vec::new(), GlobRules::KimiCode));
+        let run = |pattern: &str| call(Arc::clone(&tool), json!({ "pattern": pattern }));
+        // `.e.py` was just written, so it is the newest.
+        let value = run("src/**/*.py").await.1;
+        assert_eq!(value.output, "src/sub/.e.py\nsrc/sub/d.py\nsrc/c.py".into());
+        // `**` leading a pattern with a literal part is fine here (the reference refuses it).
+        let value = run("**/d.py").await.1;
+        assert_eq!(value.output, "src/sub/d.py".into());
+        for pattern in ["**", "**/*", "*/**", "./**/?"] {
+            let value = run(pattern).await.1;
+            assert_eq!(
+                value.display,
+                vec![kimi_wire::message::DisplayBlock::Brief {
+                    text: "Unsafe pattern".into()
+                }],
+                "{pattern}"
+            );
+        }
+        let value = run("*.{py,txt}").await.1;
+        assert!(value.is_error);
+        assert!(value.message.contains("brace expansion"), "{}", value.message);
+        // One level of wildcards is bounded, so it is allowed.
+        assert!(!run("*").await.1.is_error);
+    }
 }

@@ -174,3 +174,82 @@ fn directory(work_dir: &Path, cwd: &str) -> Result<PathBuf, ToolReturnValue> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn mode_of(args: Value) -> Result<RunMode, String> {
+        let args: BashArgs = serde_json::from_value(args).unwrap();
+        mode(&args).map_err(|e| e.message)
+    }
+
+    fn foreground(ms: u64) -> String {
+        format!(
+            "{:?}",
+            RunMode::Foreground {
+                timeout: Duration::from_millis(ms)
+            }
+        )
+    }
+
+    #[test]
+    fn seeds_limits_in_milliseconds() {
+        let show = |r: Result<RunMode, String>| r.map(|m| format!("{m:?}"));
+        assert_eq!(show(mode_of(json!({"command": "x"}))), Ok(foreground(60_000)));
+        assert_eq!(
+            show(mode_of(json!({"command": "x", "timeout": 1500}))),
+            Ok(foreground(1500))
+        );
+        assert_eq!(
+            show(mode_of(json!({"command": "x", "timeout": 300_000}))),
+            Ok(foreground(300_000))
+        );
+        assert!(mode_of(json!({"command": "x", "timeout": 300_001})).is_err());
+        assert!(mode_of(json!({"command": "x", "timeout": 0})).is_err());
+        assert!(mode_of(json!({"command": "x", "disable_timeout": true})).is_err());
+        let background = |timeout: Option<u64>| {
+            format!(
+                "{:?}",
+                RunMode::Background {
+                    description: "d".into(),
+                    timeout: timeout.map(Duration::from_millis)
+                }
+            )
+        };
+        let bg = json!({"command": "x", "run_in_background": true, "description": " d "});
+        assert_eq!(show(mode_of(bg.clone())), Ok(background(Some(600_000))));
+        let mut capped = bg.clone();
+        capped["timeout"] = json!(600_000);
+        assert_eq!(show(mode_of(capped.clone())), Ok(background(Some(600_000))));
+        capped["timeout"] = json!(600_001);
+        assert!(mode_of(capped.clone()).is_err());
+        // disable_timeout wins over a timeout, as seeds/002 documents it.
+        capped["disable_timeout"] = json!(true);
+        assert_eq!(show(mode_of(capped)), Ok(background(None)));
+        assert_eq!(
+            mode_of(json!({"command": "x", "run_in_background": true})).unwrap_err(),
+            "Error validating JSON arguments: 1 validation error for Params\n  Value error, description is \
+             required when run_in_background is true"
+        );
+    }
+
+    #[test]
+    fn cwd_must_be_an_existing_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("file"), "").unwrap();
+        assert_eq!(directory(dir.path(), "sub").unwrap(), dir.path().join("sub"));
+        assert_eq!(directory(dir.path(), "/").unwrap(), PathBuf::from("/"));
+        assert_eq!(
+            directory(dir.path(), "file").unwrap_err().message,
+            "`file` is not a directory."
+        );
+        assert_eq!(
+            directory(dir.path(), "gone").unwrap_err().message,
+            "`gone` does not exist."
+        );
+    }
+}

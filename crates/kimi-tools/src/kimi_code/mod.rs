@@ -156,3 +156,24 @@ fn read_result(mut value: ToolReturnValue) -> ToolReturnValue {
 fn optional_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "anyOf": [{ "type": "integer" }, { "type": "null" }] })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn read_points_media_files_to_read_media_file() {
+        let refused = ToolReturnValue::error(
+            "",
+            "`a.png` is a image file. Use other appropriate tools to read image or video files.",
+            "Unsupported file type",
+        );
+        assert_eq!(
+            read_result(refused).message,
+            "`a.png` is a image file. Use ReadMediaFile to read image or video files."
+        );
+        let other = ToolReturnValue::ok("text", "1 lines read");
+        assert_eq!(read_result(other.clone()), other);
+    }
+}

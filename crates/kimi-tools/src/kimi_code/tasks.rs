@@ -157,3 +157,74 @@ fn lines(fields: &[(&str, String)]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kimi_core::background::{TaskKind, TaskRuntime, TaskSpec};
+    use pretty_assertions::assert_eq;
+
+    fn view(status: TaskStatus, timed_out: bool, reason: Option<&str>) -> TaskView {
+        TaskView {
+            spec: TaskSpec {
+                version: 1,
+                id: "bash-abcd1234".into(),
+                kind: TaskKind::Bash,
+                session_id: "s".into(),
+                description: "build".into(),
+                tool_call_id: "tc".into(),
+                owner_role: kimi_core::background::OwnerRole::Root,
+                created_at: 0.0,
+                command: Some("make".into()),
+                shell_name: None,
+                shell_path: None,
+                cwd: None,
+                timeout_s: Some(600),
+                kind_payload: None,
+            },
+            runtime: TaskRuntime {
+                status,
+                timed_out,
+                child_pid: Some(42),
+                exit_code: Some(-15),
+                failure_reason: reason.map(str::to_owned),
+                ..TaskRuntime::new(0.0)
+            },
+            control: Default::default(),
+            consumer: Default::default(),
+        }
+    }
+
+    #[test]
+    fn records_carry_seeds_fields_and_leave_out_empty_ones() {
+        let killed = view(TaskStatus::Killed, false, Some("Stopped by TaskStop"));
+        let created = timestamp(0.0);
+        assert_eq!(
+            lines(&record(&killed)),
+            format!(
+                "task_id: bash-abcd1234\nkind: bash\nstatus: killed\ndescription: build\ncreated_at: {created}\n\
+                 command: make\npid: 42\nexit_code: -15\ntimeout_s: 600\nstop_reason: Stopped by TaskStop"
+            )
+        );
+        assert_eq!(terminal_reason(&killed), Some("stopped"));
+        let timed_out = view(TaskStatus::Failed, true, Some("Command timed out after 600s"));
+        assert_eq!(status(&timed_out), "timed_out");
+        assert_eq!(terminal_reason(&timed_out), Some("timed_out"));
+        assert_eq!(
+            stopped(&timed_out),
+            "task_id: bash-abcd1234\nstatus: timed_out\nreason: Command timed out after 600s"
+        );
+        let running = view(TaskStatus::Running, false, None);
+        assert_eq!(terminal_reason(&running), None);
+        assert_eq!(
+            list(&[], true),
+            "active_background_tasks: 0\nNo background tasks found."
+        );
+        assert_eq!(
+            list(&[running.clone(), running], false)
+                .matches("\n---\n")
+                .count(),
+            1
+        );
+    }
+}

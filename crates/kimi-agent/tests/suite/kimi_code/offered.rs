@@ -153,7 +153,13 @@ async fn an_agent_file_extends_kimi_code_by_name() -> Result<()> {
     let tools = offered(&["--agent-file", &file.to_string_lossy()]).await?;
     let names = names(&tools);
     assert!(names.contains(&"Read") && names.contains(&"Edit"), "{names:?}");
-    assert!(!names.contains(&"Bash") && !names.contains(&"git_diff"), "{names:?}");
-    assert!(!names.contains(&"Shell") && !names.contains(&"ReadFile"), "{names:?}");
+    assert!(
+        !names.contains(&"Bash") && !names.contains(&"git_diff"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"Shell") && !names.contains(&"ReadFile"),
+        "{names:?}"
+    );
     Ok(())
 }
