@@ -77,8 +77,7 @@ async fn run(home: &TestHome) -> Result<Vec<Value>> {
 fn servers(messages: &[Value]) -> Vec<(String, String, usize)> {
     let status = payloads(messages, "StatusUpdate")
         .into_iter()
-        .filter(|p| !p["mcp_status"].is_null())
-        .next_back()
+        .rfind(|p| !p["mcp_status"].is_null())
         .map(|p| p["mcp_status"]["servers"].clone())
         .unwrap_or_default();
     status
@@ -256,8 +255,7 @@ async fn prefixed_names_keep_servers_apart() -> Result<()> {
     );
     let status = payloads(&messages, "StatusUpdate")
         .into_iter()
-        .filter(|p| !p["mcp_status"].is_null())
-        .next_back()
+        .rfind(|p| !p["mcp_status"].is_null())
         .context("no mcp_status")?;
     assert_eq!(
         status["mcp_status"]["servers"][0]["tools"][0],

@@ -221,7 +221,7 @@ mod tests {
         };
         let bg = json!({"command": "x", "run_in_background": true, "description": " d "});
         assert_eq!(show(mode_of(bg.clone())), Ok(background(Some(600_000))));
-        let mut capped = bg.clone();
+        let mut capped = bg;
         capped["timeout"] = json!(600_000);
         assert_eq!(show(mode_of(capped.clone())), Ok(background(Some(600_000))));
         capped["timeout"] = json!(600_001);
