@@ -112,6 +112,15 @@ pub(crate) enum RunMode {
     },
 }
 
+/// What a background run adds to the command: the task's description and limit, where it runs (for
+/// the approval) and the call that starts it.
+struct BackgroundRun {
+    description: String,
+    timeout: Option<Duration>,
+    place: String,
+    tool_call_id: String,
+}
+
 /// The `Shell` tool.
 #[derive(Debug)]
 pub struct Shell {
@@ -173,16 +182,28 @@ impl Shell {
                 "Empty command",
             ));
         }
+        // The user approves a command where it runs: a directory other than the work dir is named.
+        let place = run
+            .cwd
+            .as_ref()
+            .map(|dir| format!(" in `{}`", dir.display()))
+            .unwrap_or_default();
         let cwd = run.cwd.unwrap_or_else(|| self.work_dir.clone());
         let timeout = match run.mode {
             RunMode::Foreground { timeout } => timeout,
             RunMode::Background { description, timeout } => {
-                return Ok(self.background_plan(run.command, cwd, description, timeout, ctx.tool_call_id));
+                let task = BackgroundRun {
+                    description,
+                    timeout,
+                    place,
+                    tool_call_id: ctx.tool_call_id,
+                };
+                return Ok(self.background_plan(run.command, cwd, task));
             }
         };
         let ask = ApprovalAsk {
             action: "run command".to_owned(),
-            description: format!("Run command `{}`", run.command),
+            description: format!("Run command `{}`{place}", run.command),
             display: vec![DisplayBlock::Shell {
                 language: "bash".to_owned(),
                 command: run.command.clone(),
@@ -196,17 +217,16 @@ impl Shell {
     }
 
     /// Approval for `run background command`, then a task that outlives this call.
-    fn background_plan(
-        self: Arc<Self>,
-        command: String,
-        cwd: PathBuf,
-        description: String,
-        timeout: Option<Duration>,
-        tool_call_id: String,
-    ) -> Plan {
+    fn background_plan(self: Arc<Self>, command: String, cwd: PathBuf, task: BackgroundRun) -> Plan {
+        let BackgroundRun {
+            description,
+            timeout,
+            place,
+            tool_call_id,
+        } = task;
         let ask = ApprovalAsk {
             action: "run background command".to_owned(),
-            description: format!("Run background command `{command}`"),
+            description: format!("Run background command `{command}`{place}"),
             display: vec![DisplayBlock::Shell {
                 language: "bash".to_owned(),
                 command: command.clone(),

@@ -31,6 +31,17 @@ async fn bash_asks_runs_in_cwd_and_closes_stdin() -> Result<()> {
     let (home, mut wire) = kimi_code(home).await?;
     let turn = turn(&mut wire, "run").await?;
     assert_eq!(turn.actions(), ["run command"; 4]);
+    // A command that runs elsewhere says where.
+    let descriptions: Vec<&str> = turn
+        .approvals
+        .iter()
+        .filter_map(|r| r["params"]["payload"]["description"].as_str())
+        .collect();
+    let elsewhere = format!("Run command `pwd` in `{}`", home.work().join("sub").display());
+    assert!(
+        descriptions.contains(&"Run command `pwd`") && descriptions.contains(&elsewhere.as_str()),
+        "{descriptions:?}"
+    );
     let work = home.work().canonicalize()?;
     assert_eq!(turn.output("b-1")?.trim(), work.to_string_lossy());
     assert_eq!(turn.output("b-2")?.trim(), work.join("sub").to_string_lossy());
