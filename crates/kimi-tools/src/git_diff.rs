@@ -6,10 +6,10 @@
 //!
 //! Read-only for real: a repository is untrusted, and its configuration can make `git diff` run
 //! programs (external diff drivers, textconv, clean filters, an fsmonitor hook) or write (index
-//! refresh, lazy fetches). So git runs with those switched off (`--no-ext-diff`, `--no-textconv`, every
-//! configured filter emptied, `core.fsmonitor=false`, no optional locks, no protocols, submodules not
-//! entered), with stdin closed, a time limit and a cap on what is read. A ref that looks like an
-//! option is refused. Long diffs go through the toolset's output budget like any output: the model
+//! refresh, lazy fetches). So git runs with those switched off (`--no-ext-diff`, `--no-textconv`, the
+//! filters the repository's own configuration defines emptied, `core.fsmonitor=false`, no optional
+//! locks, no protocols, submodules not entered), with stdin closed, a time limit and a cap on what is
+//! read. A ref that looks like an option is refused. Long diffs go through the toolset's output budget like any output: the model
 //! sees head and tail and can read the rest from the saved file.
 
 use std::path::{Path, PathBuf};
@@ -206,8 +206,9 @@ async fn diff(work_dir: &Path, request: &Request, cancel: &CancellationToken) ->
     out.ok(&message, "")
 }
 
-/// `-c filter.<name>.clean= ...` for every filter driver the configuration defines, so no filter
-/// program runs while git compares work-tree files.
+/// `-c filter.<name>.clean= ...` for every filter driver the repository's own configuration defines
+/// (its `local` and `worktree` scopes, with what they include), so none of its programs runs while git
+/// compares work-tree files. The user's own (global, system) filters, such as Git LFS, keep working.
 async fn filter_overrides(
     work_dir: &Path,
     cancel: &CancellationToken,
@@ -215,21 +216,32 @@ async fn filter_overrides(
     let ran = git(
         work_dir,
         &[],
-        &["config", "--name-only", "--get-regexp", r"^filter\."],
+        &[
+            "config",
+            "--show-scope",
+            "--name-only",
+            "--get-regexp",
+            r"^filter\.",
+        ],
         cancel,
     )
     .await?;
-    let keys = String::from_utf8_lossy(&ran.stdout).into_owned();
-    let mut drivers: Vec<&str> = keys
+    let listed = String::from_utf8_lossy(&ran.stdout).into_owned();
+    let mut drivers: Vec<&str> = listed
         .lines()
-        .filter_map(|key| key.strip_prefix("filter."))
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(scope, _)| matches!(*scope, "local" | "worktree"))
+        .filter_map(|(_, key)| key.strip_prefix("filter."))
         .filter_map(|rest| rest.rsplit_once('.').map(|(name, _)| name))
         .collect();
     drivers.sort_unstable();
     drivers.dedup();
     Ok(drivers
         .into_iter()
-        .flat_map(|name| ["clean", "smudge", "process"].map(|key| format!("filter.{name}.{key}=")))
+        .flat_map(|name| {
+            ["clean=", "smudge=", "process=", "required=false"]
+                .map(|setting| format!("filter.{name}.{setting}"))
+        })
         .flat_map(|setting| ["-c".to_owned(), setting])
         .collect())
 }

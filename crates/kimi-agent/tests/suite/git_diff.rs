@@ -202,12 +202,25 @@ async fn a_repositorys_filters_and_diff_drivers_never_run() -> Result<()> {
     let work = home.work();
     let marker = home.root.path().join("ran");
     let run = format!("touch {}; cat", marker.display());
-    std::fs::write(work.join(".gitattributes"), "*.txt filter=evil diff=evil\n")?;
     git(&home, &work, &["config", "filter.evil.clean", &run])?;
+    git(&home, &work, &["config", "filter.evil.required", "true"])?;
+    // A filter defined in a file the repository's configuration includes is switched off too.
+    let included = home.root.path().join("included.config");
+    std::fs::write(&included, format!("[filter \"sneaky\"]\n\tclean = {run}\n"))?;
+    git(
+        &home,
+        &work,
+        &["config", "include.path", &included.to_string_lossy()],
+    )?;
+    std::fs::write(
+        work.join(".gitattributes"),
+        "*.txt filter=evil diff=evil\nb.txt filter=sneaky\n",
+    )?;
     git(&home, &work, &["config", "diff.evil.textconv", &run])?;
     git(&home, &work, &["config", "diff.evil.command", &run])?;
     git(&home, &work, &["config", "core.fsmonitor", &run])?;
     std::fs::write(work.join("a.txt"), "alpha changed again\n")?;
+    std::fs::write(work.join("b.txt"), "beta changed again\n")?;
     let (results, _) = diff_turn(&home, Some("kimi-code")).await?;
     assert!(
         output(&results, "d-1").contains("+alpha changed again"),
