@@ -7,19 +7,8 @@ use serde_json::{Value, json};
 
 use super::{calling, kimi_code};
 use crate::common::mock_model::{MockModel, Reply, message_text, tool_result};
-use crate::common::{TestHome, WireProcess, payloads};
-
-/// Answers a `QuestionRequest` by choosing `label` for its only question.
-async fn answer(wire: &mut WireProcess, request: &Value, label: &str) -> Result<()> {
-    let payload = &request["params"]["payload"];
-    let question = payload["questions"][0]["question"].as_str().unwrap_or_default();
-    let id = request["id"].as_str().unwrap_or_default();
-    wire.respond(
-        id,
-        json!({"request_id": payload["id"], "answers": {question: label}}),
-    )
-    .await
-}
+use crate::common::{TestHome, payloads};
+use crate::suite::plan_mode::answer;
 
 #[tokio::test]
 async fn enter_plan_mode_asks_the_user_and_is_not_an_approval() -> Result<()> {
