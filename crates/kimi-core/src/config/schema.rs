@@ -45,6 +45,13 @@ pub struct Config {
     pub services: Services,
     /// MCP client settings.
     pub mcp: McpConfig,
+    /// Also load the stdio MCP servers configured for other agents (`~/.claude.json`,
+    /// `~/.codex/config.toml`; seeds/003), ours winning on a name clash. Beyond the reference; off by
+    /// default.
+    pub mcp_discover: bool,
+    /// What the model calls MCP tools: their own names (`plain`, the reference's) or
+    /// `mcp__<server>__<tool>` (`prefixed`, seeds/003). Beyond the reference.
+    pub mcp_tool_names: McpToolNames,
     /// Lifecycle hooks, run in order.
     pub hooks: Vec<HookDef>,
     /// Merge skills from every brand directory (kimi, claude, codex) instead of the first found.
@@ -93,6 +100,8 @@ impl Default for Config {
             notifications: NotificationConfig::default(),
             services: Services::default(),
             mcp: McpConfig::default(),
+            mcp_discover: false,
+            mcp_tool_names: McpToolNames::Plain,
             hooks: Vec::new(),
             merge_all_available_skills: true,
             extra_skill_dirs: Vec::new(),
@@ -504,6 +513,18 @@ pub enum ShellEnvInherit {
 pub struct McpConfig {
     /// `[mcp.client]`.
     pub client: McpClientConfig,
+}
+
+/// How MCP tools are named for the model (`mcp_tool_names`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpToolNames {
+    /// The tool's own name, as the server lists it (the reference's).
+    #[default]
+    Plain,
+    /// `mcp__<server>__<tool>`: two servers' tools never clash, and the model sees where each comes
+    /// from (seeds/003).
+    Prefixed,
 }
 
 /// `[mcp.client]`.

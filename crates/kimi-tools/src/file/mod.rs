@@ -38,7 +38,7 @@ mod write;
 
 pub use access::ACTION_READ_OUTSIDE;
 pub use edit::StrReplaceFile;
-pub use glob::Glob;
+pub use glob::{Glob, GlobRules};
 pub use grep::Grep;
 pub use read::ReadFile;
 pub use read_media::ReadMediaFile;
@@ -46,6 +46,7 @@ pub use sensitive::SecretFiles;
 pub use write::WriteFile;
 
 use std::path::PathBuf;
+pub(crate) use paths::expand_user;
 
 use kimi_core::toolset::schema_for;
 use kimi_llm::ToolSpec;
