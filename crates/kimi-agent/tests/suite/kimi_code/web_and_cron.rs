@@ -1,6 +1,6 @@
 //! seeds/002 "网络类" and "定时任务": WebSearch, FetchURL, CronCreate, CronList and CronDelete.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use wiremock::matchers::{body_json, method, path};
@@ -78,11 +78,18 @@ async fn fetch_url_passes_plain_text_through() -> Result<()> {
         )
         .mount(&server)
         .await;
-    let home = calling(&[(
+    let mut home = calling(&[(
         "f-1",
         "FetchURL",
         json!({"url": format!("{}/notes.txt", server.uri())}),
     )])?;
+    // The local server stands in for the web: reachable, and read without a question (docs/security.md).
+    let config_path = home.config.clone().context("scripted home has a config")?;
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&config_path)?)?;
+    config["fetch_allowed_hosts"] = json!(["127.0.0.1"]);
+    config["fetch_allow_private_hosts"] = json!(["127.0.0.1"]);
+    std::fs::write(&config_path, serde_json::to_string(&config)?)?;
+    home.config = Some(config_path);
     let (_home, mut wire) = kimi_code(home).await?;
     let turn = turn(&mut wire, "fetch").await?;
     assert_eq!(turn.output("f-1")?, "plain notes");
