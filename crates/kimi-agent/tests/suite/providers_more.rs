@@ -909,7 +909,10 @@ async fn a_dropped_stream_is_retried_and_leaves_nothing_behind() -> Result<()> {
         // A call the client saw is answered as dropped (docs/protocol.md L3); none ran.
         for result in payloads(&messages, "ToolResult") {
             assert_eq!(
-                (&result["return_value"]["is_error"], &result["return_value"]["message"]),
+                (
+                    &result["return_value"]["is_error"],
+                    &result["return_value"]["message"]
+                ),
                 (
                     &json!(true),
                     &json!("This call was dropped: the model's answer broke off before it was complete.")

@@ -45,8 +45,8 @@ pub use read_media::ReadMediaFile;
 pub use sensitive::SecretFiles;
 pub use write::WriteFile;
 
-use std::path::PathBuf;
 pub(crate) use paths::expand_user;
+use std::path::PathBuf;
 
 use kimi_core::toolset::schema_for;
 use kimi_llm::ToolSpec;
