@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use async_trait::async_trait;
 use kimi_core::agent_spec::{self, AgentSpec};
-use kimi_core::approval::{ApprovalRuntime, ApprovalState};
+use kimi_core::approval::{ApprovalDetails, ApprovalRuntime, ApprovalState};
 use kimi_core::background::TaskManager;
 use kimi_core::config::{self, Config, Env, HookEvent};
 use kimi_core::context::Context;
@@ -258,7 +258,8 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
     let approvals = Arc::new(
-        ApprovalRuntime::new(client.clone(), approval_state).with_details(config.approval_details),
+        ApprovalRuntime::new(client.clone(), approval_state)
+            .with_details(ApprovalDetails::from(config.approval_details)),
     );
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
@@ -423,7 +424,6 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         McpSettings {
             tool_call_timeout: config.mcp.client.tool_call_timeout(),
             share_dir: share_dir.clone(),
-            show_arguments: config.approval_details,
         },
         Arc::clone(soul.toolset()),
     );

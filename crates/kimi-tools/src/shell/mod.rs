@@ -129,6 +129,7 @@ impl Shell {
                 language: "bash".to_owned(),
                 command: args.command.clone(),
             }],
+            detail_display: Vec::new(),
             writes: Vec::new(),
         };
         // `validate` bounds the timeout to 1..=300 here.
@@ -148,6 +149,7 @@ impl Shell {
                 language: "bash".to_owned(),
                 command: args.command.clone(),
             }],
+            detail_display: Vec::new(),
             writes: Vec::new(),
         };
         let request = BashTaskRequest {
@@ -350,6 +352,7 @@ mod tests {
                     language: "bash".into(),
                     command: "echo ok".into()
                 }],
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );
@@ -559,6 +562,7 @@ mod tests {
                     language: "bash".into(),
                     command: "sleep 0.3; echo done".into()
                 }],
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );
