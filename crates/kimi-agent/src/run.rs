@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use async_trait::async_trait;
 use kimi_core::agent_spec::{self, AgentSpec};
-use kimi_core::approval::{ApprovalRuntime, ApprovalState};
+use kimi_core::approval::{ApprovalDetails, ApprovalRuntime, ApprovalState};
 use kimi_core::background::TaskManager;
 use kimi_core::config::{self, Config, Env, HookEvent};
 use kimi_core::context::Context;
@@ -263,8 +263,10 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
-    let approvals =
-        Arc::new(ApprovalRuntime::new(client.clone(), approval_state).with_details(config.approval_details));
+    let approvals = Arc::new(
+        ApprovalRuntime::new(client.clone(), approval_state)
+            .with_details(ApprovalDetails::from(config.approval_details)),
+    );
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
         kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
@@ -401,7 +403,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
                 .into_iter()
                 .chain(std::iter::once(kimi_core::plan::plans_dir()))
                 .collect(),
-            secrets: kimi_tools::file::SecretFiles::new(&share_dir, config.source_file.as_deref()),
+            secrets: kimi_tools::file::SecretFiles::new(share_dir, config.source_file.as_deref()),
         },
     };
     register_tools(&toolset, tool_names, &deps);
@@ -433,7 +435,6 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
             tool_call_timeout: config.mcp.client.tool_call_timeout(),
             tool_names: config.mcp_tool_names,
             share_dir: share_dir.clone(),
-            show_arguments: config.approval_details,
         },
         Arc::clone(soul.toolset()),
     );

@@ -65,9 +65,11 @@ pub struct Config {
     /// Hosts FetchURL may reach although they are (or resolve to) loopback, private, link-local or
     /// unique-local addresses; every other such address is refused.
     pub fetch_allow_private_hosts: Vec<String>,
-    /// Every `ApprovalRequest` says what "approve for session" covers and MCP requests show their
-    /// arguments, also for the approvals whose text the reference fixes (off: those keep its text).
-    pub approval_details: bool,
+    /// Whether `ApprovalRequest`s whose text the reference fixes also say what "approve for session"
+    /// covers, and MCP ones show their arguments: `true` for every client, `false` for none (the
+    /// reference's texts), unset for the clients that name themselves in `initialize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_details: Option<bool>,
     /// `[shell_env]`: the environment of Shell commands, background tasks and hooks.
     pub shell_env: ShellEnvConfig,
 
@@ -108,7 +110,7 @@ impl Default for Config {
             telemetry: true,
             fetch_allowed_hosts: Vec::new(),
             fetch_allow_private_hosts: Vec::new(),
-            approval_details: false,
+            approval_details: None,
             shell_env: ShellEnvConfig::default(),
             source_file: None,
             is_from_default_location: false,

@@ -61,8 +61,6 @@ pub struct McpSettings {
     pub tool_names: crate::config::McpToolNames,
     /// The share dir (OAuth tokens live under it).
     pub share_dir: PathBuf,
-    /// Approval requests show the call's arguments (`approval_details`).
-    pub show_arguments: bool,
 }
 
 /// Which server owns which registered tool name; the toolset itself does not know.
@@ -264,15 +262,7 @@ impl McpServer {
         *lock(&self.listed) = tools.to_vec();
         let wrapped = tools
             .iter()
-            .map(|t| {
-                McpTool::new(
-                    &self.config.name,
-                    t,
-                    self.me.clone(),
-                    self.settings.show_arguments,
-                    self.settings.tool_names,
-                )
-            })
+            .map(|t| McpTool::new(&self.config.name, t, self.me.clone(), self.settings.tool_names))
             .collect();
         let registered = self.registry.replace_tools(&self.config.name, wrapped);
         *lock(&self.tools) = registered;

@@ -26,8 +26,6 @@ pub struct McpTool {
     read_only: bool,
     server: Weak<McpServer>,
     validator: Option<jsonschema::Validator>,
-    /// Whether the approval request shows the arguments (a `brief` block with their JSON).
-    show_arguments: bool,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -45,7 +43,6 @@ impl McpTool {
         server_name: &str,
         tool: &rmcp::model::Tool,
         server: Weak<McpServer>,
-        show_arguments: bool,
         names: McpToolNames,
     ) -> Self {
         let description = tool
@@ -79,7 +76,6 @@ impl McpTool {
                 .unwrap_or(false),
             server,
             validator,
-            show_arguments,
         }
     }
 }
@@ -115,18 +111,15 @@ impl Tool for McpTool {
             } else {
                 Access::Change
             };
-            // The reference shows no arguments; the user cannot judge a call without them.
-            let display = if self.show_arguments {
-                vec![DisplayBlock::Brief {
-                    text: format!("Arguments: {}", Value::Object(arguments.clone())),
-                }]
-            } else {
-                Vec::new()
-            };
+            // The user cannot judge a call without its arguments, but the reference shows none and its
+            // clients match that: the approval runtime shows them to the clients that get details.
             let ask = ApprovalAsk {
                 action: format!("mcp:{name}"),
                 description: format!("Call MCP tool `{name}`."),
-                display,
+                display: Vec::new(),
+                detail_display: vec![DisplayBlock::Brief {
+                    text: format!("Arguments: {}", Value::Object(arguments.clone())),
+                }],
                 writes: Vec::new(),
             };
             let run = Box::pin(async move {

@@ -208,6 +208,7 @@ impl Shell {
                 language: "bash".to_owned(),
                 command: run.command.clone(),
             }],
+            detail_display: Vec::new(),
             writes: Vec::new(),
         };
         Ok(Plan::side_effect(
@@ -231,6 +232,7 @@ impl Shell {
                 language: "bash".to_owned(),
                 command: command.clone(),
             }],
+            detail_display: Vec::new(),
             writes: Vec::new(),
         };
         let request = BashTaskRequest {
@@ -451,6 +453,7 @@ mod tests {
                     language: "bash".into(),
                     command: "echo ok".into()
                 }],
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );
@@ -660,6 +663,7 @@ mod tests {
                     language: "bash".into(),
                     command: "sleep 0.3; echo done".into()
                 }],
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );

@@ -73,6 +73,7 @@ impl TaskStop {
             action: "stop background task".to_owned(),
             description: format!("Stop background task `{}`", view.spec.id),
             display: vec![task_display(&view)],
+            detail_display: Vec::new(),
             writes: Vec::new(),
         };
         let reason = match args.reason.trim() {
@@ -143,6 +144,7 @@ mod tests {
                     status: "running".into(),
                     description: "job".into()
                 }],
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );
