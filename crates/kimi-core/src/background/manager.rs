@@ -207,6 +207,9 @@ impl TaskManager {
             },
         )?;
         let output = inner.store.output_path(&id);
+        if !inner.config.keep_alive_on_exit {
+            crate::guardian::start();
+        }
         let spawned = bash::spawn(BashCommand {
             shell: &request.shell_path,
             command: &request.command,
