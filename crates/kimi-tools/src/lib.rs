@@ -152,7 +152,7 @@ const NOT_YET_AVAILABLE: &[&str] = &["SendDMail", "Think"];
 /// `Ok(None)` means the tool does not load in this session, as the reference's `SkipThisTool`: a tool
 /// whose conditions are not met (ReadMediaFile for a text-only model, SearchWeb without
 /// `[services.moonshot_search]`, Agent without subagent types), or a known tool we do not have yet
-/// ([`NOT_YET_AVAILABLE`]). A name no reference tool has is an [`UnknownTool`] error.
+/// (`NOT_YET_AVAILABLE`). A name no reference tool has is an [`UnknownTool`] error.
 pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     if let Some(profiled) = name.strip_prefix(kimi_code::PREFIX) {
         return kimi_code::build_tool(profiled, deps);

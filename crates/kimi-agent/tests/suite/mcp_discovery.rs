@@ -2,16 +2,55 @@
 //! `~/.claude.json` and `~/.codex/config.toml`, ours winning on a name clash, a broken file skipped with
 //! a warning, `mcp list` naming where each came from; and `mcp_tool_names = "prefixed"`.
 
+use std::path::PathBuf;
+
 use anyhow::{Context as _, Result};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::mcp::test_server;
-use crate::common::{TestHome, WireProcess, approval_answer, payloads, tool_call_line};
+use crate::common::{READ_TIMEOUT, TestHome, WireProcess, approval_answer, payloads, tool_call_line};
 
-/// The test server as a stdio entry.
-fn server() -> Result<Value> {
-    Ok(json!({"command": test_server()?.to_string_lossy(), "args": []}))
+/// A named pipe every test server of a test opens before it answers: the servers stay connecting
+/// until [`run`] has seen the turn begin loading them, so the turn's `mcp_status` is always there.
+struct Gate {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Gate {
+    fn new() -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("gate");
+        let made = std::process::Command::new("mkfifo").arg(&path).status()?;
+        anyhow::ensure!(made.success(), "mkfifo failed");
+        Ok(Self { _dir: dir, path })
+    }
+
+    /// The test server as a stdio entry held at this gate.
+    fn server(&self) -> Result<Value> {
+        Ok(json!({
+            "command": test_server()?.to_string_lossy(),
+            "args": [],
+            "env": {"MCP_TEST_GATE": self.path.to_string_lossy()},
+        }))
+    }
+
+    /// The codex entry for the test server held at this gate.
+    fn codex_entry(&self, name: &str) -> Result<String> {
+        Ok(format!(
+            "model = \"o3\"\n\n[mcp_servers.{name}]\ncommand = {:?}\nargs = []\nenv = {{ MCP_TEST_GATE = {:?} }}\n",
+            test_server()?.to_string_lossy(),
+            self.path.to_string_lossy()
+        ))
+    }
+
+    /// Opens the writing end, letting every server through; they pass as long as it is held.
+    async fn open(&self) -> Result<std::fs::File> {
+        let path = self.path.clone();
+        let writer = tokio::task::spawn_blocking(move || std::fs::OpenOptions::new().write(true).open(path));
+        Ok(tokio::time::timeout(READ_TIMEOUT, writer).await???)
+    }
 }
 
 /// A home with `claude` as `~/.claude.json` and `codex` as `~/.codex/config.toml` (when given), `ours`
@@ -42,20 +81,17 @@ fn home(
     Ok(home.arg("--mcp-config-file").arg(&mcp.to_string_lossy()))
 }
 
-/// The codex entry for the test server, optionally under another name.
-fn codex_entry(name: &str) -> Result<String> {
-    Ok(format!(
-        "model = \"o3\"\n\n[mcp_servers.{name}]\ncommand = {:?}\nargs = []\n",
-        test_server()?.to_string_lossy()
-    ))
-}
-
-/// Runs one prompt answering approvals; returns its messages.
-async fn run(home: &TestHome) -> Result<Vec<Value>> {
+/// Runs one prompt answering approvals, letting the servers through `gate` once the turn waits for
+/// them; returns its messages.
+async fn run(home: &TestHome, gate: &Gate) -> Result<Vec<Value>> {
     let mut wire = WireProcess::spawn(home).await?;
     wire.initialize(json!({"protocol_version": "1.10"})).await?;
     let id = wire.start_prompt(json!("go")).await?;
-    let mut messages = Vec::new();
+    let (begin, mut messages) = wire
+        .read_until(|m| m["params"]["type"] == "MCPLoadingBegin")
+        .await?;
+    messages.push(begin);
+    let _open = gate.open().await?;
     loop {
         let (found, skipped) = wire
             .read_until(|m| {
@@ -96,13 +132,14 @@ fn servers(messages: &[Value]) -> Vec<(String, String, usize)> {
 
 #[tokio::test]
 async fn servers_of_both_files_load_beside_ours_and_ours_win_a_clash() -> Result<()> {
+    let gate = Gate::new()?;
     let claude = json!({"mcpServers": {
         "shared": {"type": "stdio", "command": "/nonexistent/theirs"},
-        "from_claude": server()?,
+        "from_claude": gate.server()?,
         "remote": {"type": "http", "url": "https://example.invalid/mcp"},
     }})
     .to_string();
-    let codex = codex_entry("from_codex")?;
+    let codex = gate.codex_entry("from_codex")?;
     let call = format!(
         "text: go\n{}",
         tool_call_line("tc-1", "echo", Some(r#"{"text": "hi"}"#))
@@ -111,10 +148,10 @@ async fn servers_of_both_files_load_beside_ours_and_ours_win_a_clash() -> Result
         &[&call, "text: done"],
         Some(&claude),
         Some(&codex),
-        json!({"shared": server()?}),
+        json!({"shared": gate.server()?}),
         json!({"mcp_discover": true}),
     )?;
-    let messages = run(&home).await?;
+    let messages = run(&home, &gate).await?;
     // Ours first (its tools registered), then the discovered ones, connected (their tools share the
     // names of ours, so with plain names they are left out); the remote entry is not discovered.
     assert_eq!(
@@ -132,15 +169,16 @@ async fn servers_of_both_files_load_beside_ours_and_ours_win_a_clash() -> Result
 
 #[tokio::test]
 async fn discovery_is_off_by_default() -> Result<()> {
-    let claude = json!({"mcpServers": {"from_claude": server()?}}).to_string();
+    let gate = Gate::new()?;
+    let claude = json!({"mcpServers": {"from_claude": gate.server()?}}).to_string();
     let home = home(
         &["text: done"],
         Some(&claude),
         None,
-        json!({"ours": server()?}),
+        json!({"ours": gate.server()?}),
         json!({}),
     )?;
-    let messages = run(&home).await?;
+    let messages = run(&home, &gate).await?;
     assert_eq!(
         servers(&messages),
         [("ours".to_owned(), "connected".to_owned(), 8)]
@@ -150,7 +188,8 @@ async fn discovery_is_off_by_default() -> Result<()> {
 
 #[tokio::test]
 async fn a_broken_file_is_skipped_with_a_warning_and_the_other_still_loads() -> Result<()> {
-    let claude = json!({"mcpServers": {"from_claude": server()?}}).to_string();
+    let gate = Gate::new()?;
+    let claude = json!({"mcpServers": {"from_claude": gate.server()?}}).to_string();
     let home = home(
         &["text: done"],
         Some(&claude),
@@ -158,7 +197,7 @@ async fn a_broken_file_is_skipped_with_a_warning_and_the_other_still_loads() -> 
         json!({}),
         json!({"mcp_discover": true}),
     )?;
-    let messages = run(&home).await?;
+    let messages = run(&home, &gate).await?;
     assert_eq!(
         servers(&messages),
         [("from_claude".to_owned(), "connected".to_owned(), 8)]
@@ -231,7 +270,8 @@ async fn mcp_list_shows_where_each_server_came_from() -> Result<()> {
 
 #[tokio::test]
 async fn prefixed_names_keep_servers_apart() -> Result<()> {
-    let claude = json!({"mcpServers": {"from_claude": server()?}}).to_string();
+    let gate = Gate::new()?;
+    let claude = json!({"mcpServers": {"from_claude": gate.server()?}}).to_string();
     let calls = format!(
         "text: go\n{}\n{}\n{}",
         tool_call_line("tc-1", "mcp__test__echo", Some(r#"{"text": "ours"}"#)),
@@ -242,10 +282,10 @@ async fn prefixed_names_keep_servers_apart() -> Result<()> {
         &[&calls, "text: done"],
         Some(&claude),
         None,
-        json!({"test": server()?}),
+        json!({"test": gate.server()?}),
         json!({"mcp_discover": true, "mcp_tool_names": "prefixed"}),
     )?;
-    let messages = run(&home).await?;
+    let messages = run(&home, &gate).await?;
     assert_eq!(
         servers(&messages),
         [
