@@ -17,6 +17,7 @@ use kimi_core::notifications::{NotificationQueue, Sink, ids_in_history};
 use kimi_core::plan::PlanMode;
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
+use kimi_core::sandbox::{Enforcement, Sandbox, SandboxMode, SandboxPolicy};
 use kimi_core::session::{self, SessionChoice};
 use kimi_core::skills::{DiscoveryOptions, SkillTool, Skills};
 use kimi_core::soul::{LoopSettings, RetryBackoff, SessionInfo, Soul, SoulParts};
@@ -62,6 +63,8 @@ pub struct RunOptions {
     /// MCP configuration documents, already read: `--mcp-config-file`s (or `<share>/mcp.json`), then
     /// `--mcp-config`s.
     pub mcp_sources: Vec<serde_json::Value>,
+    /// `--sandbox` (else the configuration's `sandbox_mode`).
+    pub sandbox: Option<SandboxMode>,
 }
 
 /// Builds the session and serves the wire protocol on stdin/stdout until the client goes away.
@@ -122,11 +125,15 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
             tracing::error!(error = %e, "state.json not written with the additional directories");
         }
     }
-    let environment = Arc::new(Environment::new(
-        session.work_dir.clone(),
-        start_dirs.dirs.clone(),
-        session.dir.clone(),
-    ));
+    let sandbox = Arc::new(start_sandbox(&config, options.sandbox));
+    let environment = Arc::new(
+        Environment::new(
+            session.work_dir.clone(),
+            start_dirs.dirs.clone(),
+            session.dir.clone(),
+        )
+        .with_sandbox(sandbox),
+    );
     let session_state = Arc::new(SessionState::new(state.todos.clone()));
     let plan = Arc::new(PlanMode::new(
         options.plan || config.default_plan_mode || state.plan_mode,
@@ -295,6 +302,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         },
         share_dir,
         user_agent,
+        environment: Arc::clone(&environment),
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
     let scheduler = cron.map(|store| {
@@ -317,6 +325,26 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     tasks.shutdown().await;
     hooks.shutdown(HOOK_SHUTDOWN_GRACE).await;
     Ok(())
+}
+
+/// The sandbox the configuration and `--sandbox` ask for, after the kernel's trial; said in the log
+/// (loudly when it cannot be enforced: every command will then be refused).
+pub fn start_sandbox(config: &Config, flag: Option<SandboxMode>) -> Sandbox {
+    let sandbox = Sandbox::start(sandbox_policy(config, flag));
+    match sandbox.enforcement() {
+        Enforcement::Unavailable(_) => tracing::error!("sandbox: {}", sandbox.summary()),
+        Enforcement::Off | Enforcement::Enforced { .. } => tracing::info!("sandbox: {}", sandbox.summary()),
+    }
+    sandbox
+}
+
+/// The sandbox policy of the configuration, with `--sandbox` over `sandbox_mode`.
+pub fn sandbox_policy(config: &Config, flag: Option<SandboxMode>) -> SandboxPolicy {
+    SandboxPolicy {
+        mode: flag.unwrap_or(config.sandbox_mode),
+        network: config.sandbox_network,
+        extra_roots: config.sandbox_writable_roots.clone(),
+    }
 }
 
 /// The subagent types the agent file offers. A type whose agent file does not load is left out

@@ -14,6 +14,7 @@
 //! - [`cron`]: scheduled prompts (cron jobs), their store and the scheduler that fires them as turns.
 //! - [`background`]: background tasks; [`notifications`]: what the model and client hear about them;
 //!   [`procgroup`]: stopping process groups.
+//! - [`sandbox`]: kernel confinement of the model's commands (Landlock, a network namespace).
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
@@ -35,6 +36,7 @@ pub mod procgroup;
 pub mod prompt;
 pub mod recorder;
 pub mod runtime;
+pub mod sandbox;
 pub mod session;
 pub mod skills;
 pub mod slash;

@@ -54,6 +54,8 @@ pub struct AgentInfo {
     pub share_dir: PathBuf,
     /// The provider's User-Agent; `initialize` appends the client's name and version.
     pub user_agent: kimi_llm::UserAgent,
+    /// The workspace, for the sandbox `initialize` reports (its roots follow `/add-dir`).
+    pub environment: Arc<crate::state::Environment>,
 }
 
 /// The agent behind one wire connection.
@@ -213,6 +215,10 @@ impl WireAgent for CoreAgent {
             capabilities: ServerCapabilities {
                 supports_question: true,
             },
+            sandbox: Some({
+                let env = &self.info.environment;
+                env.sandbox().info(&env.work_dir, &env.additional_dirs())
+            }),
         })
     }
 

@@ -2,13 +2,17 @@
 //!
 //! Same lines and JSON keys as the reference's `kimi info`, except that the Python version line
 //! (`python_version`) is left out: there is no Python runtime here. `kimi_cli_version` carries
-//! kimi-agent's own version so scripts that read that key keep working.
+//! kimi-agent's own version so scripts that read that key keep working. One line is ours: `sandbox:`
+//! (JSON key `sandbox`), the mode the flags and configuration ask for and whether this kernel enforces it.
 
 use std::io::Write;
 
 use serde_json::json;
 
-use crate::cli::InfoArgs;
+use kimi_core::sandbox::Sandbox;
+use kimi_wire::params::SandboxInfo;
+
+use crate::cli::{Cli, InfoArgs};
 
 /// Agent specification versions that `--agent-file` accepts.
 pub const AGENT_SPEC_VERSIONS: &[&str] = &["1"];
@@ -22,6 +26,45 @@ pub struct Info {
     pub agent_spec_versions: &'static [&'static str],
     /// The Wire protocol version spoken.
     pub wire_protocol_version: &'static str,
+    /// The sandbox in effect for the given flags and configuration, when it was looked at.
+    pub sandbox: Option<SandboxReport>,
+}
+
+/// The sandbox as `info` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxReport {
+    /// The text line's value ([`Sandbox::summary`]).
+    pub summary: String,
+    /// The JSON value (as `initialize` reports it).
+    pub info: SandboxInfo,
+}
+
+impl SandboxReport {
+    /// What `cli`'s `--sandbox` and configuration ask for, tried on this kernel, for the work dir and
+    /// extra directories of `cli`. A configuration that does not load leaves its sandbox keys out (the
+    /// server would refuse to start; the error is in the summary).
+    pub fn of(cli: &Cli) -> Self {
+        let loaded = kimi_core::config::load_in(&cli.config_source(), &kimi_core::paths::share_dir());
+        let (config, problem) = match loaded {
+            Ok(config) => (config, None),
+            Err(e) => (kimi_core::config::Config::default(), Some(e.to_string())),
+        };
+        let sandbox = Sandbox::start(crate::run::sandbox_policy(&config, cli.sandbox));
+        let work_dir = cli
+            .work_dir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default();
+        let work_dir = std::fs::canonicalize(&work_dir).unwrap_or(work_dir);
+        let mut summary = sandbox.summary();
+        if let Some(problem) = problem {
+            summary.push_str(&format!(" [configuration not loaded: {problem}]"));
+        }
+        Self {
+            summary,
+            info: sandbox.info(&work_dir, &cli.add_dirs),
+        }
+    }
 }
 
 impl Info {
@@ -31,33 +74,44 @@ impl Info {
             version: env!("CARGO_PKG_VERSION"),
             agent_spec_versions: AGENT_SPEC_VERSIONS,
             wire_protocol_version: kimi_wire::PROTOCOL_VERSION,
+            sandbox: None,
         }
     }
 
     /// Human-readable form, one `label: value` line each.
     pub fn to_text(&self) -> String {
-        format!(
+        let mut text = format!(
             "kimi-agent version: {}\nagent spec versions: {}\nwire protocol: {}\n",
             self.version,
             self.agent_spec_versions.join(", "),
             self.wire_protocol_version
-        )
+        );
+        if let Some(sandbox) = &self.sandbox {
+            text.push_str(&format!("sandbox: {}\n", sandbox.summary));
+        }
+        text
     }
 
-    /// One line of JSON with the reference's keys.
+    /// One line of JSON with the reference's keys (and ours, `sandbox`).
     pub fn to_json(&self) -> String {
-        json!({
+        let mut value = json!({
             "kimi_cli_version": self.version,
             "agent_spec_versions": self.agent_spec_versions,
             "wire_protocol_version": self.wire_protocol_version,
-        })
-        .to_string()
+        });
+        if let (Some(sandbox), Some(object)) = (&self.sandbox, value.as_object_mut()) {
+            object.insert("sandbox".to_owned(), json!(sandbox.info));
+        }
+        value.to_string()
     }
 }
 
 /// Runs `info`, writing to stdout (this command's output, not a protocol stream).
-pub fn run(args: &InfoArgs) -> std::io::Result<()> {
-    let info = Info::current();
+pub fn run(args: &InfoArgs, cli: &Cli) -> std::io::Result<()> {
+    let info = Info {
+        sandbox: Some(SandboxReport::of(cli)),
+        ..Info::current()
+    };
     let text = if args.json {
         info.to_json() + "\n"
     } else {
@@ -79,6 +133,7 @@ mod tests {
             version: "9.9.9",
             agent_spec_versions: &["1"],
             wire_protocol_version: "1.10",
+            sandbox: None,
         };
         assert_eq!(
             info.to_text(),

@@ -15,6 +15,7 @@ mod mcp_oauth;
 mod plan_mode;
 mod prompt;
 mod providers;
+mod sandbox;
 mod session_compat;
 mod session_state;
 mod sessions;

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::diff::build_diff_blocks;
 use super::paths::{is_within_workspace, resolve_tool_path};
-use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, decode_text, tool_error, tool_spec};
+use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, check_sandbox, decode_text, tool_error, tool_spec};
 
 // One replacement (field doc comments are the parameter descriptions).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -88,18 +88,25 @@ impl Tool for StrReplaceFile {
     fn plan(
         self: Arc<Self>,
         args: Value,
-        _ctx: CallContext,
+        ctx: CallContext,
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: EditParams = parse_args(args)?;
             let (path, action, diff) = prepare(&self.env, &params).await?;
+            check_sandbox(&self.env, &path, ctx.plan_mode)?;
             let ask = ApprovalAsk {
                 action: action.to_owned(),
                 description: format!("Edit file `{}`", path.display()),
                 display: diff.clone(),
                 writes: vec![path.clone()],
             };
-            Ok(Plan::side_effect(ask, Box::pin(run(params, path, diff))))
+            let run = async move {
+                if let Err(refusal) = check_sandbox(&self.env, &path, ctx.plan_mode) {
+                    return refusal;
+                }
+                run(params, path, diff).await
+            };
+            Ok(Plan::side_effect(ask, Box::pin(run)))
         })
     }
 }

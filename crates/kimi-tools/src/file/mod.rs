@@ -34,6 +34,7 @@ pub use read::ReadFile;
 pub use read_media::ReadMediaFile;
 pub use write::WriteFile;
 
+use kimi_core::state::Environment;
 use kimi_core::toolset::schema_for;
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
@@ -66,6 +67,19 @@ fn optional_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// A failed result with empty output, as the reference's `ToolError(message=.., brief=..)`.
 fn tool_error(message: impl Into<String>, brief: &str) -> ToolReturnValue {
     ToolReturnValue::error("", message, brief)
+}
+
+/// The sandbox's writable roots, for the tools that write: where `path` really points (symlinks
+/// followed) must lie in one of them. Called when planning, so a refused write is never put to the user,
+/// and again just before writing, so a symlink planted in between does not lead the write out. In plan
+/// mode the toolset lets a call write nothing but the plan file (the agent's own file, outside the
+/// workspace), so the roots do not apply there.
+fn check_sandbox(env: &Environment, path: &std::path::Path, plan_mode: bool) -> Result<(), ToolReturnValue> {
+    if plan_mode {
+        return Ok(());
+    }
+    env.check_write(path)
+        .map_err(|e| tool_error(e.to_string(), "Outside the sandbox"))
 }
 
 /// Decodes file bytes as the reference's text reads do: UTF-8 with invalid bytes replaced, and

@@ -19,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::diff::build_diff_blocks;
 use super::paths::{is_within_workspace, resolve_tool_path};
-use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, decode_text, tool_error, tool_spec};
+use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, check_sandbox, decode_text, tool_error, tool_spec};
 
 // How the content is written: replace the whole file, or add to its end. (No doc comments on the
 // variants, so the schema is a plain string `enum` as the reference's.)
@@ -68,18 +68,25 @@ impl Tool for WriteFile {
     fn plan(
         self: Arc<Self>,
         args: Value,
-        _ctx: CallContext,
+        ctx: CallContext,
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: WriteParams = parse_args(args)?;
             let prepared = prepare(&self.env, &params).await?;
+            check_sandbox(&self.env, &prepared.path, ctx.plan_mode)?;
             let ask = ApprovalAsk {
                 action: prepared.action.to_owned(),
                 description: format!("Write file `{}`", prepared.path.display()),
                 display: prepared.diff.clone(),
                 writes: vec![prepared.path.clone()],
             };
-            Ok(Plan::side_effect(ask, Box::pin(run(params, prepared))))
+            let run = async move {
+                if let Err(refusal) = check_sandbox(&self.env, &prepared.path, ctx.plan_mode) {
+                    return refusal;
+                }
+                run(params, prepared).await
+            };
+            Ok(Plan::side_effect(ask, Box::pin(run)))
         })
     }
 }

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kimi_core::background::{BashTaskRequest, TaskManager, TaskView, format_task};
+use kimi_core::sandbox::CommandSandbox;
 use kimi_core::state::Environment;
 use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
@@ -89,14 +90,14 @@ pub struct Shell {
     spec: ToolSpec,
     shell: PathBuf,
     shell_name: &'static str,
-    work_dir: PathBuf,
+    env: Arc<Environment>,
     tasks: TaskManager,
 }
 
 impl Shell {
-    /// A `Shell` running commands in `env.work_dir` with the shell found by [`find_shell`], starting
-    /// background commands as tasks of `tasks`.
-    pub fn new(env: &Environment, tasks: TaskManager) -> Self {
+    /// A `Shell` running commands in `env.work_dir` with the shell found by [`find_shell`], confined by
+    /// `env`'s sandbox, starting background commands as tasks of `tasks`.
+    pub fn new(env: Arc<Environment>, tasks: TaskManager) -> Self {
         let (shell, shell_name) = find_shell();
         let description = include_str!("../descriptions/shell.md")
             .replace("{shell}", &format!("{shell_name} (`{}`)", shell.display()));
@@ -104,7 +105,7 @@ impl Shell {
             spec: crate::tool_spec::<ShellArgs>(NAME, description),
             shell,
             shell_name,
-            work_dir: env.work_dir.clone(),
+            env,
             tasks,
         }
     }
@@ -119,8 +120,13 @@ impl Shell {
                 "Empty command",
             ));
         }
+        // Before approval: a command the sandbox cannot confine is not worth asking about.
+        let sandbox = self
+            .env
+            .command_sandbox()
+            .map_err(|e| ToolReturnValue::error("", e.to_string(), "Sandbox unavailable"))?;
         if args.run_in_background {
-            return Ok(self.background_plan(args, ctx.tool_call_id));
+            return Ok(self.background_plan(args, ctx.tool_call_id, sandbox));
         }
         let ask = ApprovalAsk {
             action: "run command".to_owned(),
@@ -135,12 +141,17 @@ impl Shell {
         let timeout = u64::try_from(args.timeout).unwrap_or(1);
         Ok(Plan::side_effect(
             ask,
-            Box::pin(async move { self.execute(args.command, timeout, ctx.cancel).await }),
+            Box::pin(async move { self.execute(args.command, timeout, sandbox, ctx.cancel).await }),
         ))
     }
 
     /// Approval for `run background command`, then a task that outlives this call.
-    fn background_plan(self: Arc<Self>, args: ShellArgs, tool_call_id: String) -> Plan {
+    fn background_plan(
+        self: Arc<Self>,
+        args: ShellArgs,
+        tool_call_id: String,
+        sandbox: CommandSandbox,
+    ) -> Plan {
         let ask = ApprovalAsk {
             action: "run background command".to_owned(),
             description: format!("Run background command `{}`", args.command),
@@ -158,7 +169,8 @@ impl Shell {
             tool_call_id,
             shell_name: self.shell_name.to_owned(),
             shell_path: self.shell.clone(),
-            cwd: self.work_dir.clone(),
+            cwd: self.env.work_dir.clone(),
+            sandbox,
         };
         Plan::side_effect(
             ask,
@@ -178,12 +190,19 @@ impl Shell {
         )
     }
 
-    async fn execute(&self, command: String, timeout_s: u64, cancel: CancellationToken) -> ToolReturnValue {
+    async fn execute(
+        &self,
+        command: String,
+        timeout_s: u64,
+        sandbox: CommandSandbox,
+        cancel: CancellationToken,
+    ) -> ToolReturnValue {
         let mut out = OutputBuilder::with_limits(MAX_CAPTURED_CHARS, Some(DEFAULT_MAX_LINE_LENGTH));
         let cmd = ShellCommand {
             shell: &self.shell,
             command: &command,
-            cwd: &self.work_dir,
+            cwd: &self.env.work_dir,
+            sandbox: &sandbox,
         };
         let limits = Limits {
             timeout: Duration::from_secs(timeout_s),
@@ -213,7 +232,15 @@ impl Shell {
             Ok(Outcome::Cancelled) => out.error("Command was cancelled before it finished.", "Cancelled"),
             Err(e) => {
                 tracing::error!(command = %command, error = %e, "shell command could not be started");
-                out.error(&format!("Command execution failed: {e}"), "Execution failed")
+                let place = if sandbox.is_confined() {
+                    " in the sandbox"
+                } else {
+                    ""
+                };
+                out.error(
+                    &format!("Command execution failed{place}: {e}"),
+                    "Execution failed",
+                )
             }
         }
     }
@@ -309,7 +336,7 @@ mod tests {
 
     fn shell_with(dir: &Path, tasks: &Tasks) -> Arc<Shell> {
         Arc::new(Shell::new(
-            &Environment::new(dir.to_owned(), Vec::new(), dir.to_owned()),
+            Arc::new(Environment::new(dir.to_owned(), Vec::new(), dir.to_owned())),
             tasks.manager.clone(),
         ))
     }
@@ -625,7 +652,7 @@ mod tests {
             )
         );
         let sub = Arc::new(Shell::new(
-            &Environment::new(dir.path().to_owned(), Vec::new(), dir.path().to_owned()),
+            Arc::new(Environment::new(dir.path().to_owned(), Vec::new(), dir.path().to_owned())),
             tasks.manager.for_subagent(),
         ));
         assert_eq!(
