@@ -652,7 +652,11 @@ mod tests {
             )
         );
         let sub = Arc::new(Shell::new(
-            Arc::new(Environment::new(dir.path().to_owned(), Vec::new(), dir.path().to_owned())),
+            Arc::new(Environment::new(
+                dir.path().to_owned(),
+                Vec::new(),
+                dir.path().to_owned(),
+            )),
             tasks.manager.for_subagent(),
         ));
         assert_eq!(
