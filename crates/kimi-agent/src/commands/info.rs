@@ -44,7 +44,17 @@ impl SandboxReport {
     /// extra directories of `cli`. A configuration that does not load leaves its sandbox keys out (the
     /// server would refuse to start; the error is in the summary).
     pub fn of(cli: &Cli) -> Self {
-        let loaded = kimi_core::config::load_in(&cli.config_source(), &kimi_core::paths::share_dir());
+        let share_dir = kimi_core::paths::share_dir();
+        let source = cli.config_source();
+        // `info` only reads: no default file is written where there is none.
+        let loaded = match source {
+            kimi_core::config::ConfigSource::Default
+                if !kimi_core::paths::config_file(&share_dir).exists() =>
+            {
+                Ok(kimi_core::config::Config::default())
+            }
+            _ => kimi_core::config::load_in(&source, &share_dir),
+        };
         let (config, problem) = match loaded {
             Ok(config) => (config, None),
             Err(e) => (kimi_core::config::Config::default(), Some(e.to_string())),

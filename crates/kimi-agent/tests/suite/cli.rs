@@ -239,7 +239,8 @@ async fn info_reports_versions_as_text_and_json() -> Result<()> {
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
         format!(
-            "kimi-agent version: {}\nagent spec versions: 1\nwire protocol: 1.10\n",
+            "kimi-agent version: {}\nagent spec versions: 1\nwire protocol: 1.10\n\
+             sandbox: danger-full-access, network on (no confinement)\n",
             env!("CARGO_PKG_VERSION")
         )
     );
@@ -248,7 +249,9 @@ async fn info_reports_versions_as_text_and_json() -> Result<()> {
     let info: Value = serde_json::from_slice(&output.stdout)?;
     assert_eq!(
         info,
-        json!({"kimi_cli_version": env!("CARGO_PKG_VERSION"), "agent_spec_versions": ["1"], "wire_protocol_version": "1.10"})
+        json!({"kimi_cli_version": env!("CARGO_PKG_VERSION"), "agent_spec_versions": ["1"], "wire_protocol_version": "1.10",
+               "sandbox": {"mode": "danger-full-access", "network": true, "enforced": false, "landlock_abi": null,
+                           "writable_roots": null, "error": null}})
     );
     Ok(())
 }

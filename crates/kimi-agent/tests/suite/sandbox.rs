@@ -614,5 +614,7 @@ async fn info_prints_the_sandbox_in_effect() -> Result<()> {
         String::from_utf8(plain.stdout)?
             .ends_with("sandbox: danger-full-access, network on (no confinement)\n")
     );
+    // Reading the configuration for that line writes no default file.
+    assert!(!home.share().join("config.toml").exists());
     Ok(())
 }
