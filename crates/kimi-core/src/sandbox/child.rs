@@ -2,10 +2,10 @@
 //!
 //! 1. `setsid`: a session of its own, so also a process group of its own (which the agent signals as
 //!    usual) and no controlling terminal to push keystrokes into.
-//! 2. With the network cut: a new network namespace, which holds nothing but its own loopback (brought
-//!    up, so a test server on `127.0.0.1` inside the command still works; the host's loopback and every
-//!    other interface are out of reach). Without the right to create one (an unprivileged user), a
-//!    user namespace first, mapping only the caller's own user and group, so files keep their owner.
+//! 2. With the network cut: it joins the session's [`PrivateNetwork`], a network namespace holding
+//!    nothing but its own loopback (a server started by one command is reachable from the next one; the
+//!    host's loopback and every other interface are out of reach). Joining costs a `setns`, where making
+//!    a namespace per command would cost milliseconds.
 //! 3. Landlock: `no_new_privs`, then the ruleset prepared by the agent.
 //!
 //! A step that fails makes the spawn fail: the command never runs half-confined. Everything here runs
@@ -13,7 +13,11 @@
 //! before the fork: no allocation, no locks.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::sync::Arc;
 
 use landlock::{RulesetCreated, RulesetError};
 use nix::errno::Errno;
@@ -28,40 +32,92 @@ pub(crate) struct ChildSetup {
     /// The Landlock rules; `None` when files are not confined.
     pub ruleset: Option<RulesetCreated>,
     /// Set when the network is cut.
-    pub network: Option<NetCut>,
+    pub network: Option<Arc<PrivateNetwork>>,
 }
 
-/// How the child takes the network away from itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NetCut {
-    /// `/proc/self/uid_map` and `gid_map` for the user namespace fallback: the caller's own ids.
+/// The session's network namespace for confined commands, kept alive by the descriptors held here.
+#[derive(Debug)]
+pub(crate) struct PrivateNetwork {
+    net: OwnedFd,
+    /// The user namespace owning it, when one was needed to make it (a user without `CAP_SYS_ADMIN`):
+    /// commands join it first, mapped to their own uid and gid, so files keep their owner.
+    user: Option<OwnedFd>,
+}
+
+impl PrivateNetwork {
+    /// Makes the namespace: a holder (`/bin/sh` waiting on its stdin) unshares it as the module doc's
+    /// step 2 says (a plain network namespace, else one inside a user namespace, unless
+    /// `user_namespace_only`), brings its loopback up, and is kept until its namespaces are opened.
+    pub(crate) fn create(user_namespace_only: bool) -> io::Result<Self> {
+        let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+        let maker = Unshare {
+            uid_map: format!("{uid} {uid} 1"),
+            gid_map: format!("{gid} {gid} 1"),
+            user_namespace_only,
+        };
+        let mut holder = std::process::Command::new(HOLDER_SHELL);
+        holder
+            .args(["-c", "read _"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: as in `install`: `Unshare::enter` makes raw system calls only (unshare, open/write/close
+        // on /proc, socket/sendto/recv/close) on values built before the fork (the id maps, a request in a
+        // constant, C string literals), allocating nothing and taking no lock.
+        #[allow(unsafe_code)]
+        unsafe {
+            holder.pre_exec(move || maker.enter());
+        }
+        let mut child = holder.spawn()?;
+        let opened = Self::open(child.id());
+        // EOF on its stdin ends the holder; the namespaces live on in our descriptors.
+        drop(child.stdin.take());
+        child.wait()?;
+        opened
+    }
+
+    fn open(pid: u32) -> io::Result<Self> {
+        let net = std::fs::File::open(format!("/proc/{pid}/ns/net"))?.into();
+        let user = format!("/proc/{pid}/ns/user");
+        let own = std::fs::metadata("/proc/self/ns/user")?.ino();
+        let user = if std::fs::metadata(&user)?.ino() == own {
+            None
+        } else {
+            Some(std::fs::File::open(user)?.into())
+        };
+        Ok(Self { net, user })
+    }
+
+    /// Whether it lives in a user namespace of its own.
+    #[cfg(test)]
+    pub(crate) fn has_user_namespace(&self) -> bool {
+        self.user.is_some()
+    }
+
+    /// Step 2 of the module doc, in the child.
+    fn join(&self) -> io::Result<()> {
+        if let Some(user) = &self.user {
+            nix::sched::setns(user, CloneFlags::CLONE_NEWUSER)?;
+        }
+        nix::sched::setns(&self.net, CloneFlags::CLONE_NEWNET)?;
+        Ok(())
+    }
+}
+
+/// The holder's shell.
+const HOLDER_SHELL: &str = "/bin/sh";
+
+/// How the holder makes the namespace.
+#[derive(Debug)]
+struct Unshare {
+    /// `/proc/self/uid_map` and `gid_map` for the user namespace: the caller's own ids.
     uid_map: String,
     gid_map: String,
     /// Skip the plain network namespace and go through a user namespace (to test that path as root).
     user_namespace_only: bool,
 }
 
-impl NetCut {
-    /// For the user this process runs as.
-    pub(crate) fn for_current_user() -> Self {
-        let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
-        Self {
-            uid_map: format!("{uid} {uid} 1"),
-            gid_map: format!("{gid} {gid} 1"),
-            user_namespace_only: false,
-        }
-    }
-
-    /// Always through a user namespace, as an unprivileged user would be.
-    #[cfg(test)]
-    pub(crate) fn through_user_namespace() -> Self {
-        Self {
-            user_namespace_only: true,
-            ..Self::for_current_user()
-        }
-    }
-
-    /// Step 2 of the module doc.
+impl Unshare {
     fn enter(&self) -> io::Result<()> {
         let plain = !self.user_namespace_only && nix::sched::unshare(CloneFlags::CLONE_NEWNET).is_ok();
         if !plain {
@@ -80,7 +136,7 @@ impl ChildSetup {
     fn enter(&self) -> io::Result<()> {
         nix::unistd::setsid()?;
         if let Some(network) = &self.network {
-            network.enter()?;
+            network.join()?;
         }
         if let Some(ruleset) = &self.ruleset {
             // A copy (one `dup`), so a command spawned twice is confined twice, never zero times.
@@ -92,15 +148,12 @@ impl ChildSetup {
 
 /// Makes `cmd`'s child run [`ChildSetup::enter`] before it executes the program.
 pub(crate) fn install(cmd: &mut std::process::Command, setup: ChildSetup) {
-    use std::os::unix::process::CommandExt;
-
     // SAFETY: the closure runs in the forked child of a multithreaded process, where only
-    // async-signal-safe work is sound. `ChildSetup::enter` makes raw system calls only (setsid,
-    // unshare, open/write/close on /proc, socket/sendto/recv/close, dup, prctl, landlock_restrict_self)
-    // on values built before the fork (the ruleset's fd, the id maps, a request in a stack buffer, paths
-    // as C string literals); nix's wrappers and the landlock crate's `try_clone`/`restrict_self` neither
-    // allocate nor lock on these paths, and the errors built are plain errno values. It touches no state
-    // shared with other threads, and the parent's copy of `setup` is untouched.
+    // async-signal-safe work is sound. `ChildSetup::enter` makes raw system calls only (setsid, setns,
+    // dup, prctl, landlock_restrict_self) on values built before the fork (the ruleset's and the
+    // namespaces' descriptors); nix's wrappers and the landlock crate's `try_clone`/`restrict_self`
+    // neither allocate nor lock on these paths, and the errors built are plain errno values. It touches
+    // no state shared with other threads, and the parent's copy of `setup` is untouched.
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || setup.enter());

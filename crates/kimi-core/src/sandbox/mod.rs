@@ -27,7 +27,9 @@ use std::str::FromStr;
 use kimi_wire::params::SandboxInfo;
 use serde::{Deserialize, Serialize};
 
-use child::{ChildSetup, NetCut};
+use std::sync::Arc;
+
+use child::{ChildSetup, PrivateNetwork};
 
 /// How much of the file system the model's commands may change (codex's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -172,6 +174,8 @@ pub struct Sandbox {
     policy: SandboxPolicy,
     enforcement: Enforcement,
     private_tmp: Option<tempfile::TempDir>,
+    /// With the network cut: the namespace every command joins.
+    private_network: Option<Arc<PrivateNetwork>>,
     /// `$HOME`, for `~` in `sandbox_writable_roots`.
     home: Option<PathBuf>,
 }
@@ -189,6 +193,7 @@ impl Sandbox {
             policy: SandboxPolicy::default(),
             enforcement: Enforcement::Off,
             private_tmp: None,
+            private_network: None,
             home: None,
         }
     }
@@ -202,6 +207,7 @@ impl Sandbox {
             policy,
             enforcement: Enforcement::Off,
             private_tmp: None,
+            private_network: None,
             home,
         };
         if sandbox.policy.is_unconfined() {
@@ -213,6 +219,18 @@ impl Sandbox {
                 Err(e) => {
                     sandbox.enforcement =
                         Enforcement::Unavailable(format!("cannot create the private temp dir: {e}"));
+                    return sandbox;
+                }
+            }
+        }
+        if !sandbox.policy.network {
+            match PrivateNetwork::create(false) {
+                Ok(network) => sandbox.private_network = Some(Arc::new(network)),
+                Err(e) => {
+                    sandbox.enforcement = Enforcement::Unavailable(format!(
+                        "cannot make a network namespace ({e}); cutting the network takes root or \
+                         unprivileged user namespaces (`unshare -rn true` must work)"
+                    ));
                     return sandbox;
                 }
             }
@@ -315,7 +333,7 @@ impl Sandbox {
         CommandSandbox(Some(Confined {
             landlock: landlock_abi.map(|abi| (rules::rights_abi(abi), roots)),
             writable_files: Vec::new(),
-            network: (!self.policy.network).then(NetCut::for_current_user),
+            network: self.private_network.clone(),
             tmpdir: self.private_tmp.as_ref().map(|d| d.path().to_path_buf()),
         }))
     }
@@ -374,7 +392,7 @@ struct Confined {
     /// Single files the command may also write (a background task's own log).
     writable_files: Vec<PathBuf>,
     /// Set when the network is cut.
-    network: Option<NetCut>,
+    network: Option<Arc<PrivateNetwork>>,
     /// `TMPDIR` for the command (read-only mode's private temp dir).
     tmpdir: Option<PathBuf>,
 }
@@ -401,7 +419,7 @@ impl CommandSandbox {
     }
 
     /// Sets `cmd` up so that the child confines itself before it runs anything: a session of its own
-    /// (so also a process group of its own, and no controlling terminal), the network namespace, then
+    /// (so also a process group of its own, and no controlling terminal), the private network, then
     /// Landlock. Returns `false` for an unconfined command, which the caller puts in a process group
     /// itself. Fails when the rules cannot be prepared; the command must then not be started.
     pub fn confine(&self, cmd: &mut std::process::Command) -> std::io::Result<bool> {
@@ -461,6 +479,7 @@ mod tests {
             },
             enforcement,
             private_tmp,
+            private_network: None,
             home: None,
         }
     }
@@ -566,15 +585,19 @@ mod tests {
     }
 
     #[test]
-    fn without_the_right_to_a_network_namespace_a_user_namespace_gives_one_keeping_ids() {
+    fn without_the_right_to_a_network_namespace_one_inside_a_user_namespace_keeps_ids() {
         let dir = tempfile::tempdir().unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
+        let network = Arc::new(PrivateNetwork::create(true).unwrap_or_else(|e| {
+            panic!("UNPRIVILEGED USER AND NETWORK NAMESPACES ARE NOT AVAILABLE HERE: {e}")
+        }));
+        assert!(network.has_user_namespace());
         let confined = CommandSandbox(Some(Confined {
             landlock: None,
             writable_files: Vec::new(),
-            network: Some(NetCut::through_user_namespace()),
+            network: Some(network),
             tmpdir: None,
         }));
         let file = dir.path().join("made-inside");
