@@ -391,9 +391,24 @@ async fn with_the_network_off_the_hosts_loopback_is_out_of_reach() -> Result<()>
     // Inside, the command has a loopback of its own: a server and a client within it still work.
     let private = "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); \
                    socket.create_connection(s.getsockname()); print('private loopback ok')\"";
+    // Commands share the session's private network: a server started in the background answers a later
+    // command (which waits, bounded by its timeout, for the server's `ready` file).
+    let server = json!({
+        "command": "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 47123)); \
+                    s.listen(); open('ready', 'w').close(); c, _ = s.accept(); c.sendall(b'from the background')\"",
+        "run_in_background": true,
+        "description": "server",
+        "timeout": 30,
+    });
+    let client = json!({
+        "command": "until [ -e ready ]; do sleep 0.01; done; exec 3<>/dev/tcp/127.0.0.1/47123; cat <&3",
+        "timeout": 15,
+    });
     let lines = [
         shell_call_line("connect", &connect),
         shell_call_line("private", private),
+        tool_call_line("server", "Shell", Some(&server.to_string())),
+        tool_call_line("client", "Shell", Some(&client.to_string())),
         "text: done".to_owned(),
     ];
     let scripts: Vec<&str> = lines.iter().map(String::as_str).collect();
@@ -416,6 +431,12 @@ async fn with_the_network_off_the_hosts_loopback_is_out_of_reach() -> Result<()>
         (private["is_error"].clone(), text(private, "output")),
         (json!(false), "private loopback ok\n".to_owned()),
         "{private}"
+    );
+    let client = result_of(&events, "client")?;
+    assert_eq!(
+        (client["is_error"].clone(), text(client, "output")),
+        (json!(false), "from the background".to_owned()),
+        "{client}"
     );
     Ok(())
 }

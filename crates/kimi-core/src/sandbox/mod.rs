@@ -117,7 +117,7 @@ pub enum Enforcement {
     Enforced {
         /// The kernel's Landlock ABI (`None` when only the network is cut).
         landlock_abi: Option<landlock::ABI>,
-        /// Whether commands run in a network namespace of their own.
+        /// Whether commands run in the session's private network namespace.
         network_cut: bool,
     },
     /// The kernel cannot enforce it: every command is refused with this reason.
