@@ -5,7 +5,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${KIMI_AGENT_BIN:-$root/target/release/kimi-agent}"
-[ -x "$bin" ] || cargo build --release --quiet --manifest-path "$root/Cargo.toml" -p kimi-agent
+if [ ! -x "$bin" ]; then
+  # A first, optimized build takes several minutes: say so, and let cargo show its progress.
+  echo "demo.sh: building kimi-agent (release, once; the first build takes a few minutes)..." >&2
+  cargo build --release --manifest-path "$root/Cargo.toml" -p kimi-agent
+  echo "demo.sh: built $bin" >&2
+fi
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/work" "$tmp/home"
 cat > "$tmp/scripts.json" <<'JSON'

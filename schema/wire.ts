@@ -133,7 +133,15 @@ supports_question: boolean,
 /**
  * The client supports plan mode; otherwise the plan-mode tools are hidden and fail.
  */
-supports_plan_mode: boolean, };
+supports_plan_mode: boolean, 
+/**
+ * Extension (kimi-agent): the event types the client can parse; the server sends no other
+ * `event`s on this connection (requests are always sent). `"*"` stands for every type, including
+ * types added later; names the server does not know are ignored. When absent, the official
+ * TypeScript SDK 0.1.x (`client.name` starting with `kimi-agent-sdk/`, protocol below 1.10) gets
+ * the types its schema parses and every other client gets every type.
+ */
+events?: Array<string> | null, };
 
 /**
  * The client's name and version.
@@ -445,7 +453,12 @@ capabilities: ServerCapabilities,
  * Extension (kimi-agent, docs/sandbox.md): how the model's commands are confined. Always sent by
  * kimi-agent; absent from the reference's answers.
  */
-sandbox?: SandboxInfo, };
+sandbox?: SandboxInfo, 
+/**
+ * Extension: present when another kimi-agent process holds the session. This process then serves
+ * what only reads (`initialize`, `replay`) and refuses what would write until the holder exits.
+ */
+session_held_by?: SessionHolderInfo, };
 
 export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
 
@@ -779,6 +792,15 @@ name: string,
  * The server's version.
  */
 version: string, };
+
+/**
+ * Extension: the process that holds the session, in the `initialize` result of another process.
+ */
+export type SessionHolderInfo = { 
+/**
+ * The holder's pid; `null` when it could not be read.
+ */
+pid: number | null, };
 
 /**
  * Params of `set_plan_mode`.

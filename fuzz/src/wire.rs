@@ -155,6 +155,7 @@ impl WireAgent for StubAgent {
             hooks: HooksInfo::default(),
             capabilities: ServerCapabilities::default(),
             sandbox: None,
+            session_held_by: None,
         })
     }
 
@@ -231,7 +232,10 @@ pub fn check_dispatch(data: &[u8]) {
     let output = Capture::default();
     let written = Arc::clone(&output.0);
     runtime().block_on(async {
-        let (server, _client) = Server::new(ServerConfig { max_line_bytes: cap });
+        let (server, _client) = Server::new(ServerConfig {
+            max_line_bytes: cap,
+            ..ServerConfig::default()
+        });
         server
             .run(stream, output, Arc::new(StubAgent), std::future::pending::<()>())
             .await;

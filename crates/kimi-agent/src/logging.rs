@@ -11,12 +11,9 @@ use tracing_subscriber::fmt::writer::MakeWriterExt;
 pub fn init(log_dir: &Path, debug: bool, to_stderr: bool) {
     let level = if debug { "debug" } else { "info" };
     let filter = EnvFilter::try_from_env("KIMI_LOG").unwrap_or_else(|_| EnvFilter::new(level));
-    let file = std::fs::create_dir_all(log_dir).and_then(|()| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log_dir.join("kimi.log"))
-    });
+    // Private: the log quotes commands, paths and errors.
+    let file = kimi_core::private_files::create_dir_all(log_dir)
+        .and_then(|()| kimi_core::private_files::open_append(&log_dir.join("kimi.log")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)

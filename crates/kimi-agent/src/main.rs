@@ -34,6 +34,10 @@ fn main() -> ExitCode {
         };
     }
     let share_dir = kimi_core::paths::share_dir();
+    // Before anything is written there: the share directory is the user's alone (docs/security.md).
+    if let Err(e) = kimi_core::private_files::create_dir_all(&share_dir) {
+        return fail(&format!("cannot create {}: {e}", share_dir.display()));
+    }
     logging::init(&share_dir.join("logs"), cli.debug, cli.verbose || cli.debug);
     let config = match kimi_core::config::load_in(&cli.config_source(), &share_dir) {
         Ok(config) => config,
@@ -67,7 +71,11 @@ fn main() -> ExitCode {
         max_steps_per_turn: cli.max_steps_per_turn,
         max_retries_per_step: cli.max_retries_per_step,
         add_dirs: cli.add_dirs,
-        agent_file: cli.agent_file,
+        agent_file: cli.agent_file.or_else(|| {
+            cli.agent
+                .and_then(cli::BuiltinAgent::agent_file)
+                .map(std::path::PathBuf::from)
+        }),
         skills_dirs: cli.skills_dirs,
         mcp_sources,
         sandbox: cli.sandbox,

@@ -143,7 +143,10 @@ fn bench_dispatch(c: &mut Criterion) {
                     );
                     let mut dedup = DedupTracker::new();
                     dedup.begin_step();
-                    let result = dispatch.start(call("tc-1", tool), &mut dedup).await;
+                    let calls = dispatch.attempt();
+                    let running = calls.start(call("tc-1", tool), &mut dedup);
+                    calls.answer_complete();
+                    let result = running.await;
                     dedup.end_step();
                     black_box(result)
                 })

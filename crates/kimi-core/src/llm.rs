@@ -1,14 +1,19 @@
 //! Building the chat provider for a run from the resolved model.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kimi_llm::echo::{EchoProvider, ScriptedEchoProvider};
+use kimi_llm::google::GoogleApi;
 use kimi_llm::{
-    ChaosConfig, ChaosProvider, ChatProvider, CompletionBudget, Flavor, OpenAiCompatConfig, UserAgent,
+    ChaosConfig, ChaosProvider, ChatProvider, CompletionBudget, Flavor, OpenAiCompatConfig, ProviderSettings,
+    UserAgent,
 };
 
+use crate::auth::Endpoints;
+use crate::auth::provider::{AccountChatProvider, AccountTokens, BuildProvider};
 use crate::config::{CompletionCap, Env, ProviderType, ResolvedModel, ThinkingSwitch};
 use crate::soul::ModelInfo;
 
@@ -18,9 +23,6 @@ pub enum LlmError {
     /// The provider's own setup failed (e.g. the scripted-echo file is missing).
     #[error("{0}")]
     Setup(String),
-    /// A provider type this build does not implement.
-    #[error("provider type `{0}` is not supported by kimi-agent")]
-    Unsupported(&'static str),
 }
 
 /// Per-run inputs of a provider besides the resolved model.
@@ -34,6 +36,8 @@ pub struct ProviderOptions {
     pub reserved_context_size: u64,
     /// The User-Agent handle; `initialize` adds the client's name to it.
     pub user_agent: UserAgent,
+    /// The share directory, where a provider with `oauth` finds the account's tokens.
+    pub share_dir: PathBuf,
 }
 
 /// The provider for `resolved`, or `None` when no LLM is set (the turn then answers -32001).
@@ -63,7 +67,16 @@ pub fn create_provider(
             let config = ChaosConfig::default().with_env(|key| env.get(key).cloned());
             Arc::new(ChaosProvider::new(inner, config))
         }
-        other => return Err(LlmError::Unsupported(other.as_str())),
+        ProviderType::Anthropic => {
+            kimi_llm::anthropic::create(settings(resolved, options, &env)?).map_err(setup)?
+        }
+        ProviderType::OpenAiResponses => {
+            kimi_llm::responses::create(settings(resolved, options, &env)?).map_err(setup)?
+        }
+        ProviderType::Gemini | ProviderType::GoogleGenai => {
+            google(GoogleApi::Gemini, resolved, options, &env)?
+        }
+        ProviderType::VertexAi => google(GoogleApi::VertexAi, resolved, options, &env)?,
     };
     Ok(Some(provider))
 }
@@ -94,6 +107,67 @@ fn read_timeout(env: &Env) -> Result<Duration, LlmError> {
         })
 }
 
+/// Every provider type this build runs, in the reference's order, test providers last.
+pub const PROVIDER_TYPES: [ProviderType; 10] = [
+    ProviderType::Kimi,
+    ProviderType::OpenAiLegacy,
+    ProviderType::OpenAiResponses,
+    ProviderType::Anthropic,
+    ProviderType::GoogleGenai,
+    ProviderType::Gemini,
+    ProviderType::VertexAi,
+    ProviderType::Echo,
+    ProviderType::ScriptedEcho,
+    ProviderType::Chaos,
+];
+
+/// Thinking on, off, or left to the provider, from `--thinking` and the model's capabilities.
+fn thinking(resolved: &ResolvedModel, options: &ProviderOptions) -> Option<bool> {
+    match resolved.thinking_switch(options.thinking) {
+        ThinkingSwitch::On => Some(true),
+        ThinkingSwitch::Off => Some(false),
+        ThinkingSwitch::Unchanged => None,
+    }
+}
+
+fn setup(error: kimi_llm::ChatError) -> LlmError {
+    LlmError::Setup(error.to_string())
+}
+
+/// What the Anthropic, Responses and Google providers share. Reference: they get the config's URL,
+/// key and `custom_headers`, the thinking switch and (Anthropic) the session id; the `KIMI_MODEL_*`
+/// generation overrides are Kimi's only.
+fn settings(
+    resolved: &ResolvedModel,
+    options: &ProviderOptions,
+    env: &Env,
+) -> Result<ProviderSettings, LlmError> {
+    let provider = &resolved.provider;
+    let mut settings = ProviderSettings::new(
+        provider.base_url.clone(),
+        provider.api_key.expose().to_owned(),
+        resolved.model.model.clone(),
+    );
+    settings.custom_headers = provider.custom_headers.clone().unwrap_or_default();
+    settings.thinking = thinking(resolved, options);
+    settings.session_id = Some(options.session_id.clone());
+    settings.user_agent = options.user_agent.clone();
+    settings.read_timeout = read_timeout(env)?;
+    Ok(settings)
+}
+
+/// A Gemini API or Vertex AI provider; the SDK's environment variables are read from `env` (the
+/// provider's `env` table over the process environment).
+fn google(
+    api: GoogleApi,
+    resolved: &ResolvedModel,
+    options: &ProviderOptions,
+    env: &Env,
+) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    let lookup = |key: &str| env.get(key).cloned();
+    kimi_llm::google::create(settings(resolved, options, env)?, api, &lookup).map_err(setup)
+}
+
 fn openai_compat(
     flavor: Flavor,
     resolved: &ResolvedModel,
@@ -118,16 +192,29 @@ fn openai_compat(
     };
     config.max_context_size = resolved.model.max_context_size;
     config.reserved_context_size = options.reserved_context_size;
-    config.thinking = match resolved.thinking_switch(options.thinking) {
-        ThinkingSwitch::On => Some(true),
-        ThinkingSwitch::Off => Some(false),
-        ThinkingSwitch::Unchanged => None,
-    };
+    config.thinking = thinking(resolved, options);
     config.thinking_keep = resolved.generation.thinking_keep.clone();
     config.session_id = Some(options.session_id.clone());
     config.user_agent = options.user_agent.clone();
     config.read_timeout = read_timeout(env)?;
-    kimi_llm::create(config).map_err(|e| LlmError::Setup(e.to_string()))
+    let Some(oauth) = &provider.oauth else {
+        return kimi_llm::create(config).map_err(|e| LlmError::Setup(e.to_string()));
+    };
+    // Signed in with `login`: the account's access token, kept fresh, instead of a fixed key.
+    let tokens = Arc::new(AccountTokens::new(
+        options.share_dir.clone(),
+        &oauth.key,
+        Endpoints::from_env(env),
+    ));
+    let fallback_key = config.api_key.clone();
+    let build: BuildProvider = Box::new(move |key| {
+        let mut config = config.clone();
+        key.clone_into(&mut config.api_key);
+        kimi_llm::create(config)
+    });
+    let provider =
+        AccountChatProvider::new(tokens, fallback_key, build).map_err(|e| LlmError::Setup(e.to_string()))?;
+    Ok(Arc::new(provider))
 }
 
 /// The facts the loop needs about the model.

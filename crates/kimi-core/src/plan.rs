@@ -12,12 +12,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// `set_plan_mode` method and the EnterPlanMode / ExitPlanMode tools.
 ///
 /// As the reference: turning it on starts a plan session (a slug, so a plan file) unless one exists;
-/// turning it off ends the session, so the next plan gets a new file.
+/// turning it off ends the session, so the next plan gets a new file. Turning it on also creates the
+/// plans directory (the plan file's parent must exist for WriteFile) and leaves a note for the model's
+/// reminders ([`PlanMode::take_entered`]).
 #[derive(Debug)]
 pub struct PlanMode {
     enabled: AtomicBool,
     slug: Mutex<Option<String>>,
     dir: PathBuf,
+    /// Plan mode was turned on (or found on at start) and the model has not been told yet.
+    entered: AtomicBool,
 }
 
 impl PlanMode {
@@ -27,6 +31,7 @@ impl PlanMode {
             enabled: AtomicBool::new(false),
             slug: Mutex::new(slug),
             dir,
+            entered: AtomicBool::new(false),
         };
         if enabled {
             plan.set(true);
@@ -47,7 +52,20 @@ impl PlanMode {
         } else {
             *slug = None;
         }
-        self.enabled.swap(enabled, Ordering::SeqCst) != enabled
+        let changed = self.enabled.swap(enabled, Ordering::SeqCst) != enabled;
+        if changed && enabled {
+            if let Err(e) = std::fs::create_dir_all(&self.dir) {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "plans directory not created");
+            }
+            self.entered.store(true, Ordering::SeqCst);
+        }
+        changed
+    }
+
+    /// Whether plan mode was turned on (or was on at start) since the last call: the model is then
+    /// told, once, that it is in plan mode and where its plan file is.
+    pub fn take_entered(&self) -> bool {
+        self.entered.swap(false, Ordering::SeqCst)
     }
 
     /// The current plan session's slug (state.json `plan_slug`).
@@ -122,15 +140,21 @@ mod tests {
     #[test]
     fn turning_on_starts_a_plan_session_and_off_ends_it() {
         let dir = tempfile::tempdir().unwrap();
-        let plan = PlanMode::new(false, None, dir.path().to_path_buf());
+        let dir = dir.path().join("plans");
+        let plan = PlanMode::new(false, None, dir.clone());
         assert_eq!(
             (plan.is_on(), plan.file(), plan.active_file()),
             (false, None, None)
         );
+        assert!(!plan.take_entered());
         assert!(plan.set(true));
+        assert!(dir.is_dir(), "the plans directory exists for the plan file");
+        assert!(plan.take_entered(), "the model is to be told");
+        assert!(!plan.take_entered(), "once");
         assert!(!plan.set(true), "already on");
+        assert!(!plan.take_entered(), "nothing changed");
         let file = plan.active_file().unwrap();
-        assert_eq!(file.parent(), Some(dir.path()));
+        assert_eq!(file.parent(), Some(dir.as_path()));
         assert_eq!(plan.file(), Some(file));
         assert!(plan.set(false));
         assert_eq!(
@@ -144,6 +168,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let plan = PlanMode::new(true, Some("amber-birch-cedar".into()), dir.path().to_path_buf());
         assert!(plan.is_on());
+        assert!(
+            plan.take_entered(),
+            "a restarted session in plan mode is told so again"
+        );
         assert_eq!(plan.active_file(), Some(dir.path().join("amber-birch-cedar.md")));
     }
 }

@@ -13,10 +13,11 @@ use tokio::time::Instant;
 use crate::sandbox::CommandSandbox;
 
 /// `shell -c command` in `cwd`, in a process group of its own, with no stdin, as the Shell tool and
-/// background tasks run commands (the caller sets where the output goes). `SHELL` names the shell, and
-/// git fails instead of asking for credentials nobody will type (reference). A confined command
-/// (`sandbox`) confines itself in the child before the shell starts, in a session (so a group) of its
-/// own; preparing its rules may fail, and then nothing is started.
+/// background tasks run commands (the caller sets where the output goes). The environment is the
+/// children's ([`crate::child_env`]); `SHELL` names the shell, and git fails instead of asking for
+/// credentials nobody will type (reference). A confined command (`sandbox`) confines itself in the
+/// child before the shell starts, in a session (so a group) of its own; preparing its rules may fail,
+/// and then nothing is started.
 pub fn shell_command(
     shell: &Path,
     command: &str,
@@ -24,6 +25,7 @@ pub fn shell_command(
     sandbox: &CommandSandbox,
 ) -> std::io::Result<tokio::process::Command> {
     let mut cmd = tokio::process::Command::new(shell);
+    crate::child_env::apply(&mut cmd);
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)

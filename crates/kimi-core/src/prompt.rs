@@ -93,10 +93,15 @@ pub(crate) fn try_list_dir(dir: &Path) -> std::io::Result<String> {
     })
 }
 
-/// AGENTS.md files from the work dir up to the file system root, outermost first.
+/// AGENTS.md files from the work dir up to the repository root (the nearest directory holding
+/// `.git`), outermost first; outside a repository, the work dir's alone. Directories above the project
+/// (a shared `/tmp`, someone else's home) are not the project's to instruct the model (reference
+/// `load_agents_md`).
 pub fn agents_md(work_dir: &Path) -> String {
+    let root = crate::skills::discover::project_root(work_dir);
     let mut found: Vec<String> = work_dir
         .ancestors()
+        .take_while(|dir| dir.starts_with(&root))
         .filter_map(|dir| std::fs::read_to_string(dir.join("AGENTS.md")).ok())
         .collect();
     found.reverse();
@@ -118,6 +123,23 @@ pub fn agents_md(work_dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_md_is_read_up_to_the_repository_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), "planted above").unwrap();
+        std::fs::write(repo.join("AGENTS.md"), "repo").unwrap();
+        std::fs::write(repo.join("sub/AGENTS.md"), "sub").unwrap();
+        assert_eq!(agents_md(&repo.join("sub")), "repo\n\nsub");
+        let loose = dir.path().join("loose");
+        std::fs::create_dir_all(&loose).unwrap();
+        assert_eq!(agents_md(&loose), "No AGENTS.md was found.");
+        std::fs::write(loose.join("AGENTS.md"), "here").unwrap();
+        assert_eq!(agents_md(&loose), "here");
+    }
 
     #[test]
     fn renders_known_variables_and_keeps_unknown_ones() {

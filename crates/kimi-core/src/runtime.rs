@@ -18,6 +18,7 @@ use kimi_wire::{RpcError, WireAgent};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::ApprovalState;
+use crate::events::EventSink;
 use crate::recorder::{ReplayItem, WireFileReader};
 use crate::session::{self, Session};
 use crate::soul::{Soul, TurnError, TurnOutcome};
@@ -56,6 +57,8 @@ pub struct AgentInfo {
     pub user_agent: kimi_llm::UserAgent,
     /// The workspace, for the sandbox `initialize` reports (its roots follow `/add-dir`).
     pub environment: Arc<crate::state::Environment>,
+    /// The model's provider signs in with an account (`oauth`): a 401 from it means the login expired.
+    pub signed_in: bool,
 }
 
 /// The agent behind one wire connection.
@@ -100,51 +103,20 @@ impl CoreAgent {
     }
 
     fn register_external_tools(&self, tools: Vec<kimi_wire::params::ExternalTool>) -> ExternalToolsResult {
-        let mut result = ExternalToolsResult {
-            accepted: Vec::new(),
-            rejected: Vec::new(),
-        };
         let toolset = self.soul.toolset();
-        for tool in tools {
-            if toolset
-                .find(&tool.name)
-                .is_some_and(|existing| !existing.is_external())
-            {
-                result.rejected.push(RejectedTool {
-                    name: tool.name,
-                    reason: "conflicts with builtin tool".into(),
-                });
-                continue;
-            }
-            match ExternalTool::new(
-                &tool.name,
-                &tool.description,
-                serde_json::Value::Object(tool.parameters),
-                self.soul.events().clone(),
-            ) {
-                Ok(external) => {
-                    toolset.register(Arc::new(external));
-                    result.accepted.push(tool.name);
-                }
-                Err(e) => {
-                    let reason = if e.0.is_empty() {
-                        "invalid schema".to_owned()
-                    } else {
-                        e.0
-                    };
-                    result.rejected.push(RejectedTool {
-                        name: tool.name,
-                        reason,
-                    });
-                }
-            }
-        }
-        result
+        judge_external_tools(
+            tools,
+            self.soul.events(),
+            |name| toolset.find(name).is_some_and(|existing| !existing.is_external()),
+            |tool| toolset.register(Arc::new(tool)),
+        )
     }
 
     /// Writes `state.json` (the reference writes it after each turn), keeping fields we do not manage.
-    async fn save_state(&self) {
+    /// `title` titles a session that has none (see [`crate::title`]).
+    async fn save_state(&self, title: Option<String>) {
         let path = self.session.state_path();
+        let (dir, wire) = (self.session.dir.clone(), self.session.wire_path());
         let approval = self.soul.approvals().state();
         let approval_changed = approval != self.approval_at_start;
         let plan_mode = self.soul.plan_mode();
@@ -164,12 +136,19 @@ impl CoreAgent {
             file.plan_slug = plan_slug;
             file.plan_session_id = plan_session_id;
             file.todos = todos;
+            if file.custom_title.is_none() {
+                file.custom_title = title;
+            }
             let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
-            session::write_atomic(&path, &bytes)
+            session::write_atomic(&path, &bytes)?;
+            match &file.custom_title {
+                Some(title) => crate::title::publish(&dir, &wire, title),
+                None => Ok(()),
+            }
         })
         .await;
         if let Ok(Err(e)) = result {
-            tracing::error!(error = %e, "state.json not written");
+            tracing::error!(error = %e, "state.json or metadata.json not written");
         }
     }
 }
@@ -219,12 +198,17 @@ impl WireAgent for CoreAgent {
                 let env = &self.info.environment;
                 env.sandbox().info(&env.work_dir, &env.additional_dirs())
             }),
+            // This agent exists only in the process that holds the session.
+            session_held_by: None,
         })
     }
 
     async fn prompt(&self, input: UserInput, cancel: CancellationToken) -> Result<PromptResult, RpcError> {
+        let title = crate::title::from_prompt(&input);
         let result = self.soul.run_turn(input, cancel).await;
-        self.save_state().await;
+        // Reference: only a turn that finished titles the session.
+        let title = title.filter(|_| matches!(result, Ok(TurnOutcome::Finished)));
+        self.save_state(title).await;
         match result {
             Ok(TurnOutcome::Finished) => Ok(PromptResult {
                 status: PromptStatus::Finished,
@@ -240,6 +224,10 @@ impl WireAgent for CoreAgent {
             }),
             Err(TurnError::LlmNotSet) => Err(RpcError::llm_not_set()),
             Err(TurnError::LlmNotSupported(message)) => Err(RpcError::llm_not_supported(message)),
+            // Reference: a 401 on an account's provider asks the user to sign in again.
+            Err(TurnError::Provider(e)) if self.info.signed_in && e.status_code() == Some(401) => {
+                Err(RpcError::auth_expired())
+            }
             Err(TurnError::Provider(e)) => Err(RpcError::chat_provider(e.to_string())),
             Err(TurnError::Internal(message)) => Err(RpcError::internal(message)),
         }
@@ -258,69 +246,13 @@ impl WireAgent for CoreAgent {
         };
         // Recorded as well as streamed, so replay shows the change (reference).
         self.soul.events().emit(Event::StatusUpdate(update)).await;
-        self.save_state().await;
+        self.save_state(None).await;
         Ok(SetPlanModeResult::new(enabled))
     }
 
     async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
         self.soul.flush(false).await;
-        let path = self.session.wire_path();
-        let failed = |e: std::io::Error| {
-            tracing::error!(path = %path.display(), error = %e, "replay failed");
-            RpcError::internal("Replay failed")
-        };
-        let (mut events, mut requests) = (0u64, 0u64);
-        let Some(mut reader) = WireFileReader::open(&path).await.map_err(failed)? else {
-            return Ok(ReplayResult {
-                status: ReplayStatus::Finished,
-                events,
-                requests,
-            });
-        };
-        let client = self.soul.events().client();
-        // Streamed record by record: memory holds one record plus the client's bounded outbox.
-        let status = loop {
-            if cancel.is_cancelled() {
-                break ReplayStatus::Cancelled;
-            }
-            let Some(item) = reader.next_item().await.map_err(failed)? else {
-                break ReplayStatus::Finished;
-            };
-            let is_request = matches!(item, ReplayItem::Request(_));
-            let send = async {
-                match item {
-                    ReplayItem::EventLine(line) => client.send_line(line).await,
-                    ReplayItem::Event(event) => client.send_event(&event).await,
-                    ReplayItem::Request(request) => client.replay_request(&request).await,
-                }
-            };
-            // A client that stops reading must not keep a cancel from being answered.
-            let sent = tokio::select! {
-                biased;
-                () = cancel.cancelled() => break ReplayStatus::Cancelled,
-                sent = send => sent,
-            };
-            if sent.is_err() {
-                break ReplayStatus::Cancelled;
-            }
-            if is_request {
-                requests += 1;
-            } else {
-                events += 1;
-            }
-        };
-        if reader.skipped() > 0 {
-            tracing::warn!(
-                path = %path.display(),
-                skipped = reader.skipped(),
-                "unreadable wire.jsonl records skipped during replay"
-            );
-        }
-        Ok(ReplayResult {
-            status,
-            events,
-            requests,
-        })
+        replay_wire_file(&self.session.wire_path(), self.soul.events().client(), &cancel).await
     }
 
     async fn shutdown(&self) {
@@ -334,4 +266,119 @@ impl WireAgent for CoreAgent {
             session::remove_if_empty(&self.session, false);
         }
     }
+}
+
+/// `replay`: streams the recorded messages of `path` to `client`, record by record, until the end of the
+/// file or `cancel`. Reads only, so a process that does not hold the session can serve it too; the
+/// holder flushes its writers first.
+pub async fn replay_wire_file(
+    path: &std::path::Path,
+    client: &kimi_wire::ClientHandle,
+    cancel: &CancellationToken,
+) -> Result<ReplayResult, RpcError> {
+    let failed = |e: std::io::Error| {
+        tracing::error!(path = %path.display(), error = %e, "replay failed");
+        RpcError::internal("Replay failed")
+    };
+    let (mut events, mut requests) = (0u64, 0u64);
+    let Some(mut reader) = WireFileReader::open(path).await.map_err(failed)? else {
+        return Ok(ReplayResult {
+            status: ReplayStatus::Finished,
+            events,
+            requests,
+        });
+    };
+    // Streamed record by record: memory holds one record plus the client's bounded outbox.
+    let status = loop {
+        if cancel.is_cancelled() {
+            break ReplayStatus::Cancelled;
+        }
+        let Some(item) = reader.next_item().await.map_err(failed)? else {
+            break ReplayStatus::Finished;
+        };
+        let is_request = matches!(item, ReplayItem::Request(_));
+        // Events the client cannot parse are left out (and not counted), as in a live turn.
+        let send = async {
+            match item {
+                ReplayItem::EventLine { kind, line } => client.send_event_line(&kind, line).await,
+                ReplayItem::Event(event) => client.send_event(&event).await,
+                ReplayItem::Request(request) => client.replay_request(&request).await.map(|()| true),
+            }
+        };
+        // A client that stops reading must not keep a cancel from being answered.
+        let sent = tokio::select! {
+            biased;
+            () = cancel.cancelled() => break ReplayStatus::Cancelled,
+            sent = send => sent,
+        };
+        match sent {
+            Err(_) => break ReplayStatus::Cancelled,
+            Ok(false) => continue,
+            Ok(true) => {}
+        }
+        if is_request {
+            requests += 1;
+        } else {
+            events += 1;
+        }
+    };
+    if reader.skipped() > 0 {
+        tracing::warn!(
+            path = %path.display(),
+            skipped = reader.skipped(),
+            "unreadable wire.jsonl records skipped during replay"
+        );
+    }
+    Ok(ReplayResult {
+        status,
+        events,
+        requests,
+    })
+}
+
+/// Judges the external tools a client offers in `initialize`: a tool named like a built-in one
+/// (`is_builtin`) or with an invalid parameter schema is refused, with the reference's reasons; each
+/// accepted tool is handed to `accept`.
+pub(crate) fn judge_external_tools(
+    tools: Vec<kimi_wire::params::ExternalTool>,
+    events: &EventSink,
+    is_builtin: impl Fn(&str) -> bool,
+    mut accept: impl FnMut(ExternalTool),
+) -> ExternalToolsResult {
+    let mut result = ExternalToolsResult {
+        accepted: Vec::new(),
+        rejected: Vec::new(),
+    };
+    for tool in tools {
+        if is_builtin(&tool.name) {
+            result.rejected.push(RejectedTool {
+                name: tool.name,
+                reason: "conflicts with builtin tool".into(),
+            });
+            continue;
+        }
+        match ExternalTool::new(
+            &tool.name,
+            &tool.description,
+            serde_json::Value::Object(tool.parameters),
+            events.clone(),
+        ) {
+            Ok(external) => {
+                accept(external);
+                result.accepted.push(tool.name);
+            }
+            Err(e) => {
+                let reason = if e.0.is_empty() {
+                    "invalid schema".to_owned()
+                } else {
+                    e.0
+                };
+                result.rejected.push(RejectedTool {
+                    name: tool.name,
+                    reason,
+                });
+            }
+        }
+    }
+    result
 }

@@ -107,10 +107,14 @@ pub fn open(share_dir: &Path, work_dir: &Path, choice: &SessionChoice) -> Result
     };
     let dir = work_dir_sessions(share_dir, &work_dir).join(&id);
     let resumed = dir.is_dir();
-    std::fs::create_dir_all(&dir).map_err(|source| SessionError::Io {
+    crate::private_files::create_dir_all(&dir).map_err(|source| SessionError::Io {
         path: dir.clone(),
         source,
     })?;
+    // The work dir's folder and `sessions/` may predate private modes.
+    for parent in dir.ancestors().skip(1).take(2) {
+        crate::private_files::tighten(parent);
+    }
     Ok(Session {
         id,
         work_dir,
@@ -181,18 +185,13 @@ pub fn remember_last_session(share_dir: &Path, session: &Session) -> Result<(), 
     write_atomic(&target, text.as_bytes())
 }
 
-/// Writes `bytes` to `path` through a temp file and a rename, so readers never see half a file.
+/// Writes `bytes` to `path` through a temp file and a rename, so readers never see half a file; the
+/// file is private (0600), as everything in the share directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
-    let io = |source| SessionError::Io {
+    crate::private_files::write_atomic(path, bytes).map_err(|source| SessionError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io)?;
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    })
 }
 
 /// Removes a session directory that holds no conversation (reference: empty sessions are deleted).

@@ -199,13 +199,14 @@ impl Environment {
         self.sandbox.command(&self.work_dir, &self.additional_dirs())
     }
 
-    /// Whether an in-process tool may write `path` (judged where it really points).
-    pub fn check_write(&self, path: &std::path::Path) -> Result<(), crate::sandbox::SandboxError> {
+    /// Whether an in-process tool may write the file at the real path `real` (no symlink on it:
+    /// [`crate::sandbox::Sandbox::check_write`]).
+    pub fn check_write(&self, real: &std::path::Path) -> Result<(), crate::sandbox::SandboxError> {
         if !self.sandbox.policy().mode.confines_files() {
             return Ok(());
         }
         self.sandbox
-            .check_write(path, &self.work_dir, &self.additional_dirs())
+            .check_write(real, &self.work_dir, &self.additional_dirs())
     }
 
     /// The extra directories, in the order they were added.

@@ -114,17 +114,13 @@ impl SubagentStore {
     ) -> Result<InstanceRecord, SessionError> {
         let agent_id = new_agent_id();
         let dir = self.dir(&agent_id);
-        std::fs::create_dir_all(&dir).map_err(|source| SessionError::Io {
+        crate::private_files::create_dir_all(&dir).map_err(|source| SessionError::Io {
             path: dir.clone(),
             source,
         })?;
         for name in ["context.jsonl", "wire.jsonl", "prompt.txt", "output"] {
             let path = dir.join(name);
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|source| SessionError::Io { path, source })?;
+            crate::private_files::open_append(&path).map_err(|source| SessionError::Io { path, source })?;
         }
         let now = now();
         let record = InstanceRecord {

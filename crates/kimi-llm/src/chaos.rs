@@ -16,7 +16,8 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use kimi_wire::message::ToolCallPart;
 
-use crate::openai::{errors, stream::TRUNCATED};
+use crate::openai::errors;
+use crate::sse::TRUNCATED;
 use crate::{ChatError, ChatProvider, ChatRequest, ChatStream, StreamEvent};
 
 /// What to inject and how often. Probabilities are in `[0, 1]`.

@@ -111,11 +111,13 @@ impl ChatError {
 
     /// Whether the loop should retry the call: connection failures, timeouts,
     /// empty responses, and HTTP 429, 500, 502, 503 and 504 (the reference's
-    /// retry predicate; 408/409/529 are deliberately not retried).
+    /// retry predicate), plus 529, Anthropic's "overloaded", which the
+    /// reference's Anthropic SDK retries beneath the loop. 408 and 409 are
+    /// deliberately not retried.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Connection { .. } | Self::Timeout { .. } | Self::EmptyResponse { .. } => true,
-            Self::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504),
+            Self::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504 | 529),
             Self::Provider { .. } => false,
         }
     }
@@ -199,11 +201,11 @@ mod tests {
             assert_eq!(err.is_retryable(), retryable, "{err:?}");
             assert_eq!(err.status_code(), None);
         }
-        for status in [429, 500, 502, 503, 504] {
+        for status in [429, 500, 502, 503, 504, 529] {
             let err = ChatError::status(status, "");
             assert!(err.is_retryable(), "{status}");
         }
-        for status in [400, 401, 403, 404, 408, 409, 529] {
+        for status in [200, 400, 401, 403, 404, 408, 409] {
             let err = ChatError::status(status, "");
             assert!(!err.is_retryable(), "{status}");
         }

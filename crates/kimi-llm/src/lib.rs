@@ -13,8 +13,19 @@
 //!   completions over our own tolerant request and chunk types
 //!   ([`OpenAiCompatConfig`], [`create`]); `stream.rs` decodes chunks,
 //!   `request.rs` builds bodies, `errors.rs` maps HTTP failures.
-//! - `assemble.rs`: tool-call deltas routed by id, then by index.
-//! - [`schema_sanitize`]: tool schemas and names in the shape Moonshot accepts.
+//! - [`anthropic`]: `anthropic`, Anthropic's Messages API.
+//! - [`responses`]: `openai_responses`, OpenAI's Responses API, stateless.
+//! - [`google`]: `gemini` / `google_genai` and `vertexai` (with Google
+//!   credentials and token refresh).
+//!   These three are built from [`ProviderSettings`] (`settings.rs`); each has
+//!   a `request.rs` that builds bodies and a `stream.rs` that decodes events.
+//! - `sse.rs`: reading any provider's server-sent events through its decoder;
+//!   `http.rs`: clients built on first use, sending, transport failures.
+//! - `assemble.rs`: tool-call deltas routed by id, then by index;
+//!   `tool_names.rs`: tool names as each API accepts them and back;
+//!   `media.rs`: media parts as inline data or URLs.
+//! - [`schema_sanitize`]: tool schemas and names in the shape Moonshot accepts
+//!   (each provider adds what its API needs on top).
 //! - [`chaos`]: `_chaos`, a wrapper that injects errors and truncated streams.
 //! - [`py_repr`] (`py.rs`): Python's `repr()` of a string, and the other
 //!   Python built-ins whose output reaches interface strings.
@@ -22,23 +33,32 @@
 //! Content parts, tool calls and token usage are the wire's own types
 //! (`kimi_wire::message`), so what a provider streams goes out unchanged.
 
+pub mod anthropic;
 mod assemble;
 pub mod chaos;
 pub mod echo;
 mod error;
+pub mod google;
 pub mod http;
+mod media;
 mod message;
 pub mod openai;
 mod provider;
 mod py;
+pub mod responses;
 pub mod schema_sanitize;
+mod settings;
+mod sse;
+mod tool_names;
 
 pub use chaos::{ChaosConfig, ChaosProvider};
 pub use error::ChatError;
+pub use http::chain as error_chain;
 pub use message::{Message, Role};
 pub use openai::{
-    CompletionBudget, Flavor, OpenAiCompatConfig, OpenAiCompatProvider, UserAgent, create, error_chain,
+    CompletionBudget, Flavor, OpenAiCompatConfig, OpenAiCompatProvider, UserAgent, create,
     install_tls_provider,
 };
 pub use provider::{ChatProvider, ChatRequest, ChatStream, StreamEvent, ToolSpec};
 pub use py::{py_repr, python_dumps, splitlines};
+pub use settings::ProviderSettings;

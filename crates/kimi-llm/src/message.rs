@@ -102,3 +102,21 @@ impl Message {
             .collect()
     }
 }
+
+/// A tool call's arguments as the JSON object the native APIs (Anthropic, Gemini) want back.
+///
+/// Missing or empty arguments are `{}`. Arguments that are not a JSON object can only come from a
+/// history another provider wrote (these APIs stream valid objects); they are sent as `{}` too, with a
+/// warning, rather than failing every later request of the session as the reference does.
+pub(crate) fn call_arguments(call: &ToolCall) -> serde_json::Map<String, serde_json::Value> {
+    match call.function.arguments.as_deref().map(str::trim) {
+        None | Some("") => serde_json::Map::new(),
+        Some(text) => match serde_json::from_str(text) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => {
+                tracing::warn!(id = %call.id, "tool call arguments are not a JSON object; sent as {{}}");
+                serde_json::Map::new()
+            }
+        },
+    }
+}

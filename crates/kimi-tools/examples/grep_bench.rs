@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use kimi_core::state::Environment;
 use kimi_core::toolset::{CallContext, Tool};
-use kimi_tools::file::Grep;
+use kimi_tools::file::{FileSettings, Grep};
 use kimi_wire::message::{ToolOutput, ToolReturnValue};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -35,11 +35,10 @@ async fn main() -> anyhow::Result<()> {
     };
     let runs: usize = runs.parse()?;
     let dir = PathBuf::from(dir);
-    let tool = Arc::new(Grep::new(Arc::new(Environment::new(
-        dir.clone(),
-        Vec::new(),
-        dir,
-    ))));
+    let tool = Arc::new(Grep::new(
+        Arc::new(Environment::new(dir.clone(), Vec::new(), dir)),
+        FileSettings::default(),
+    ));
     let mut last = grep_once(&tool, &pattern, &mode).await?;
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {

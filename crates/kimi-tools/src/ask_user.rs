@@ -119,7 +119,7 @@ impl AskUserQuestion {
                 other_description: String::new(),
             })
             .collect();
-        Ok(Plan::read_only(Box::pin(async move {
+        Ok(Plan::interactive(Box::pin(async move {
             self.ask(questions, ctx.tool_call_id, ctx.cancel).await
         })))
     }
@@ -248,6 +248,7 @@ mod tests {
     ) -> (Value, tokio::task::JoinHandle<ToolReturnValue>) {
         let plan = plan(&setup.tool, args, cancel).await.unwrap();
         assert_eq!(plan.effect, Effect::ReadOnly);
+        assert_eq!(plan.access, kimi_core::toolset::Access::Interact);
         let running = tokio::spawn(plan.run);
         let message = setup.client.next_message().await;
         (message, running)

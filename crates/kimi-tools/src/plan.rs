@@ -139,7 +139,7 @@ impl Tool for EnterPlanMode {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let _: EnterArgs = parse_args(args)?;
-            Ok(Plan::read_only(Box::pin(async move {
+            Ok(Plan::interactive(Box::pin(async move {
                 self.run(ctx.tool_call_id, ctx.cancel).await
             })))
         })
@@ -373,9 +373,9 @@ impl Tool for ExitPlanMode {
             let args: ExitArgs = parse_args(args)?;
             args.validate()?;
             let options = args.options.unwrap_or_default();
-            Ok(Plan::read_only(Box::pin(
-                async move { self.run(options, ctx).await },
-            )))
+            Ok(Plan::interactive(Box::pin(async move {
+                self.run(options, ctx).await
+            })))
         })
     }
 }

@@ -90,12 +90,11 @@ impl SetTodoList {
             None => None,
             Some(todos) => Some(validate(todos)?),
         };
-        Ok(Plan::read_only(Box::pin(async move {
-            match items {
-                None => self.read(),
-                Some(items) => self.write(items),
-            }
-        })))
+        Ok(match items {
+            None => Plan::read_only(Box::pin(async move { self.read() })),
+            // The list is session state: a failed attempt must not change it.
+            Some(items) => Plan::interactive(Box::pin(async move { self.write(items) })),
+        })
     }
 
     fn write(&self, items: Vec<TodoDisplayItem>) -> ToolReturnValue {
@@ -161,7 +160,7 @@ fn status_name(status: TodoStatus) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_core::toolset::Effect;
+    use kimi_core::toolset::{Access, Effect};
     use pretty_assertions::assert_eq;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
@@ -172,9 +171,15 @@ mod tests {
 
     async fn call(tool: &Arc<SetTodoList>, args: Value) -> ToolReturnValue {
         let ctx = CallContext::new("tc-1", None, CancellationToken::new());
+        // Reading the list is a read; setting it waits for the model's whole answer.
+        let access = if args.get("todos").is_none_or(Value::is_null) {
+            Access::Read
+        } else {
+            Access::Interact
+        };
         match Arc::clone(tool).plan(args, ctx).await {
             Ok(plan) => {
-                assert_eq!(plan.effect, Effect::ReadOnly);
+                assert_eq!((plan.effect, plan.access), (Effect::ReadOnly, access));
                 plan.run.await
             }
             Err(value) => value,

@@ -6,13 +6,14 @@
 //! without a running turn. A turn the agent starts itself goes through the same slot
 //! ([`crate::TurnStarter`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::error_code::RpcError;
+use crate::event_filter::EventFilter;
 use crate::jsonrpc;
 use crate::message::{Event, Request, UserInput};
 use crate::params::{
@@ -62,25 +63,58 @@ pub struct ClientHandle {
     out: mpsc::Sender<String>,
     pending: Arc<PendingRequests>,
     turn: Arc<TurnSlot>,
+    /// The event types this client parses, decided at `initialize`. A std lock: read once per event,
+    /// never held across an await.
+    events: Arc<RwLock<EventFilter>>,
 }
 
 impl ClientHandle {
     pub(crate) fn new(out: mpsc::Sender<String>, pending: Arc<PendingRequests>, turn: Arc<TurnSlot>) -> Self {
-        Self { out, pending, turn }
+        Self {
+            out,
+            pending,
+            turn,
+            events: Arc::default(),
+        }
     }
 
-    /// Streams one event (`method: "event"`). Waits only when the client is slow to read (bounded queue).
-    /// A `TurnEnd` ends a turn the agent started itself ([`crate::TurnStarter`]) for the client.
-    pub async fn send_event(&self, event: &Event) -> Result<(), ConnectionClosed> {
-        let line = jsonrpc::notification_line("event", event).map_err(|e| {
-            tracing::error!(error = %e, "event failed to serialize");
-            ConnectionClosed
-        })?;
-        self.send_line(line).await?;
+    /// Streams one event (`method: "event"`), unless the client cannot parse its type (see
+    /// [`EventFilter`]; the caller records it all the same); returns whether it was sent. Waits only when
+    /// the client is slow to read (bounded queue). A `TurnEnd` ends a turn the agent started itself
+    /// ([`crate::TurnStarter`]) for the client, sent or not.
+    pub async fn send_event(&self, event: &Event) -> Result<bool, ConnectionClosed> {
+        let sent = if self.event_filter().allows(event) {
+            let line = jsonrpc::notification_line("event", event).map_err(|e| {
+                tracing::error!(error = %e, "event failed to serialize");
+                ConnectionClosed
+            })?;
+            self.send_line(line).await?;
+            true
+        } else {
+            false
+        };
         if matches!(event, Event::TurnEnd(_)) {
             self.turn.turn_end_sent(&self.pending);
         }
-        Ok(())
+        Ok(sent)
+    }
+
+    /// Sends a recorded `event` notification `line` of type `kind` as it is (replay's fast path), unless
+    /// the client cannot parse it. Returns whether it was sent.
+    pub async fn send_event_line(&self, kind: &str, line: String) -> Result<bool, ConnectionClosed> {
+        if !self.event_filter().allows_event_line(kind, &line) {
+            return Ok(false);
+        }
+        self.send_line(line).await.map(|()| true)
+    }
+
+    /// Sets which event types this client is sent (the server does it at `initialize`).
+    pub(crate) fn set_event_filter(&self, filter: EventFilter) {
+        *self.events.write().unwrap_or_else(|e| e.into_inner()) = filter;
+    }
+
+    fn event_filter(&self) -> EventFilter {
+        self.events.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Sends a request whose answer is awaited through the returned [`PendingAnswer`]. The id is the

@@ -99,6 +99,19 @@ impl RpcError {
         Self::new(INVALID_STATE, "No agent turn is in progress")
     }
 
+    /// -32000 `Session {id} is in use by another kimi-agent process (pid {pid})`: a method that would
+    /// write the session's files, refused because another process holds the session. `data` carries
+    /// the same facts for programs: `{"session_id", "pid"}` (`pid` is `null`, and the message says
+    /// `unknown`, when the holder's pid could not be read).
+    pub fn session_in_use(session_id: &str, pid: Option<u32>) -> Self {
+        let shown = pid.map_or_else(|| "unknown".to_owned(), |pid| pid.to_string());
+        Self::new(
+            INVALID_STATE,
+            format!("Session {session_id} is in use by another kimi-agent process (pid {shown})"),
+        )
+        .with_data(serde_json::json!({"session_id": session_id, "pid": pid}))
+    }
+
     /// -32001 `LLM is not set`.
     pub fn llm_not_set() -> Self {
         Self::new(LLM_NOT_SET, "LLM is not set")
@@ -112,6 +125,14 @@ impl RpcError {
     /// -32003 with the provider's message.
     pub fn chat_provider(message: impl Into<String>) -> Self {
         Self::new(CHAT_PROVIDER_ERROR, message)
+    }
+
+    /// -32004: the account's login expired (a 401 from a provider that signs in with `login`).
+    pub fn auth_expired() -> Self {
+        Self::new(
+            AUTH_EXPIRED,
+            "Authentication failed. Your login session may have expired. Please run \"/login\" to sign in again.",
+        )
     }
 }
 

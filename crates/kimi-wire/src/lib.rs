@@ -10,6 +10,7 @@
 //! - [`params`]: params and results of the six methods.
 //! - [`jsonrpc`]: classifying inbound lines and building outbound ones; [`error_code`]: codes and messages.
 //! - [`named`]: reading client JSON by field name only (no positional arrays for objects).
+//! - [`EventFilter`]: which event types each client is sent (only those it can parse).
 //! - [`framing`]: the capped line reader.
 //! - [`server`]: the dispatcher, the single stdout writer and the [`server::pending`] request registry.
 //! - [`WireAgent`]: the trait the agent core implements; [`ClientHandle`]: how it talks back;
@@ -21,6 +22,7 @@
 
 mod agent;
 pub mod error_code;
+mod event_filter;
 pub mod framing;
 pub mod jsonrpc;
 pub mod message;
@@ -32,6 +34,7 @@ pub mod server;
 
 pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
 pub use error_code::RpcError;
+pub use event_filter::{EventFilter, TS_SDK_0_1_EVENTS};
 pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
 pub use server::{AgentTurn, Server, ServerConfig, TurnStarter};
 

@@ -57,7 +57,8 @@ pub struct ExternalTool {
 }
 
 /// Capabilities the client declares in `initialize`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[ts(optional_fields = nullable)]
 pub struct ClientCapabilities {
     /// The client can answer `QuestionRequest`s; otherwise the question tool is hidden and fails.
     #[serde(default)]
@@ -65,6 +66,13 @@ pub struct ClientCapabilities {
     /// The client supports plan mode; otherwise the plan-mode tools are hidden and fail.
     #[serde(default)]
     pub supports_plan_mode: bool,
+    /// Extension (kimi-agent): the event types the client can parse; the server sends no other
+    /// `event`s on this connection (requests are always sent). `"*"` stands for every type, including
+    /// types added later; names the server does not know are ignored. When absent, the official
+    /// TypeScript SDK 0.1.x (`client.name` starting with `kimi-agent-sdk/`, protocol below 1.10) gets
+    /// the types its schema parses and every other client gets every type.
+    #[serde(default)]
+    pub events: Option<Vec<String>>,
 }
 
 /// A client subscription to a hook event.
@@ -108,6 +116,11 @@ pub struct InitializeResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub sandbox: Option<SandboxInfo>,
+    /// Extension: present when another kimi-agent process holds the session. This process then serves
+    /// what only reads (`initialize`, `replay`) and refuses what would write until the holder exits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub session_held_by: Option<SessionHolderInfo>,
 }
 
 /// How the model's commands are confined (`initialize` extension; docs/sandbox.md).
@@ -126,6 +139,13 @@ pub struct SandboxInfo {
     pub writable_roots: Option<Vec<String>>,
     /// Why the mode cannot be enforced on this machine.
     pub error: Option<String>,
+}
+
+/// Extension: the process that holds the session, in the `initialize` result of another process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+pub struct SessionHolderInfo {
+    /// The holder's pid; `null` when it could not be read.
+    pub pid: Option<u32>,
 }
 
 /// The server's name and version.

@@ -777,6 +777,7 @@ fn method_results_match_the_reference() {
         },
         capabilities: ServerCapabilities::default(),
         sandbox: None,
+        session_held_by: None,
     };
     let without_tools = r#"{"protocol_version":"1.10","server":{"name":"Kimi Code CLI","version":"1.49.0"},"slash_commands":[{"name":"init","description":"d","aliases":[]}],"hooks":{"supported_events":["PreToolUse","Stop"],"configured":{"Stop":2}},"capabilities":{"supports_question":true}}"#;
     assert_eq!(to_json(&result), without_tools);
@@ -791,6 +792,29 @@ fn method_results_match_the_reference() {
     assert_eq!(
         to_json(&result),
         r#"{"protocol_version":"1.10","server":{"name":"Kimi Code CLI","version":"1.49.0"},"slash_commands":[{"name":"init","description":"d","aliases":[]}],"external_tools":{"accepted":["a"],"rejected":[{"name":"Shell","reason":"conflicts with builtin tool"}]},"hooks":{"supported_events":["PreToolUse","Stop"],"configured":{"Stop":2}},"capabilities":{"supports_question":true}}"#
+    );
+    // Extension (issue 16): only when another process holds the session, after every reference key.
+    result.external_tools = None;
+    result.session_held_by = Some(kimi_wire::params::SessionHolderInfo { pid: Some(4242) });
+    let held = r#"{"protocol_version":"1.10","server":{"name":"Kimi Code CLI","version":"1.49.0"},"slash_commands":[{"name":"init","description":"d","aliases":[]}],"hooks":{"supported_events":["PreToolUse","Stop"],"configured":{"Stop":2}},"capabilities":{"supports_question":true},"session_held_by":{"pid":4242}}"#;
+    assert_eq!(to_json(&result), held);
+    assert_eq!(round_trip::<InitializeResult>(held), held);
+}
+
+#[test]
+fn a_refusal_for_a_held_session_names_the_holder() {
+    let error = kimi_wire::RpcError::session_in_use("s-1", Some(77));
+    assert_eq!(
+        serde_json::to_value(&error).unwrap(),
+        serde_json::json!({
+            "code": -32000,
+            "message": "Session s-1 is in use by another kimi-agent process (pid 77)",
+            "data": {"session_id": "s-1", "pid": 77},
+        })
+    );
+    assert_eq!(
+        kimi_wire::RpcError::session_in_use("s-1", None).message,
+        "Session s-1 is in use by another kimi-agent process (pid unknown)"
     );
 }
 

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use kimi_core::mcp::config::{self, ServerConfig};
+use kimi_core::mcp::config::{self, ServerConfig, Transport};
+use kimi_core::mcp::discover;
 use kimi_core::mcp::{Connection, DEFAULT_CONNECT_TIMEOUT, authorize, oauth};
 use serde_json::{Map, Value, json};
 
@@ -88,12 +89,10 @@ fn load(file: &Path) -> Result<Map<String, Value>, Failure> {
 }
 
 fn save(file: &Path, config: &Map<String, Value>) -> Outcome {
+    // Private: server entries may carry tokens in `env` or `headers`.
     let write = || -> std::io::Result<()> {
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
         let text = serde_json::to_string_pretty(config).map_err(std::io::Error::other)?;
-        std::fs::write(file, text)
+        kimi_core::private_files::write_atomic(file, text.as_bytes())
     };
     write().map_err(|e| Failure(format!("Cannot write MCP config file '{}': {e}", file.display())))
 }
@@ -231,9 +230,13 @@ fn list(file: &Path, share_dir: &Path) -> Outcome {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    if servers.is_empty() {
+    let discovered = discovery(share_dir);
+    if servers.is_empty() && discovered.is_none() {
         say("No MCP servers configured.");
         return Ok(());
+    }
+    if servers.is_empty() {
+        say("No MCP servers configured.");
     }
     for (name, server) in &servers {
         let line = if let Some(command) = server.get("command") {
@@ -265,7 +268,51 @@ fn list(file: &Path, share_dir: &Path) -> Outcome {
         };
         say(&format!("  {line}"));
     }
+    if let Some(found) = discovered {
+        list_discovered(&found, &servers);
+    }
     Ok(())
+}
+
+/// What `mcp_discover = true` in `<share>/config.toml` finds in the working directory, or `None` when
+/// discovery is off (or the configuration cannot be read, as the agent would not start then).
+fn discovery(share_dir: &Path) -> Option<discover::Discovery> {
+    let config = kimi_core::config::load_in(&kimi_core::config::ConfigSource::Default, share_dir).ok()?;
+    if !config.mcp_discover {
+        return None;
+    }
+    let home = kimi_core::paths::home_dir()?;
+    let work_dir = std::env::current_dir().ok()?;
+    Some(discover::discover(&home, &work_dir))
+}
+
+/// The discovered servers, each with the file it came from; those whose name `ours` (or an earlier
+/// file) already has are marked as not loaded. Skipped files and entries are warned about on stderr.
+fn list_discovered(found: &discover::Discovery, ours: &Map<String, Value>) {
+    say("Discovered (mcp_discover = true):");
+    if found.servers.is_empty() {
+        say("  none");
+    }
+    let mut seen: Vec<&str> = ours.keys().map(String::as_str).collect();
+    for server in &found.servers {
+        let name = server.server.name.as_str();
+        let mut line = match &server.server.transport {
+            Transport::Stdio { command, args, .. } => format!("{name} (stdio): {command} {}", args.join(" "))
+                .trim_end()
+                .to_owned(),
+            _ => name.to_owned(),
+        };
+        line.push_str(&format!("  [from {}", server.origin.display()));
+        if seen.contains(&name) {
+            line.push_str("; not loaded: a server of this name comes first");
+        }
+        line.push(']');
+        seen.push(name);
+        say(&format!("  {line}"));
+    }
+    for warning in &found.warnings {
+        eprint_line(&format!("Warning: {warning}"));
+    }
 }
 
 fn text(value: &Value) -> String {
@@ -364,7 +411,7 @@ fn auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {
     say(&format!("Authorizing with '{name}'..."));
     runtime()?.block_on(async {
         let pending = authorize::begin(share_dir, &url).await.map_err(|e| failed(&e))?;
-        if open_browser(pending.url()) {
+        if super::browser::open(pending.url(), super::browser::When::AtTerminal) {
             say("A browser window will open for authorization. If it does not, open this URL:");
         } else {
             say("Open this URL in a browser to authorize:");
@@ -383,38 +430,6 @@ fn auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {
         say(&format!("Available tools: {}", tools.len()));
         Ok(())
     })
-}
-
-/// Opens `url` in the desktop's browser when there is a desktop and a person at a terminal; headless
-/// (no display, or output piped to a program) it does nothing and the printed URL is the way.
-fn open_browser(url: &str) -> bool {
-    use std::io::IsTerminal;
-    let has_display = cfg!(target_os = "macos")
-        || ["DISPLAY", "WAYLAND_DISPLAY"]
-            .iter()
-            .any(|key| std::env::var_os(key).is_some_and(|v| !v.is_empty()));
-    if !has_display || !std::io::stdout().is_terminal() {
-        return false;
-    }
-    let opener = if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
-    let spawned = std::process::Command::new(opener)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    match spawned {
-        Ok(mut child) => {
-            // Reaped in the background so it does not linger as a zombie while we wait for the callback.
-            std::thread::spawn(move || child.wait());
-            true
-        }
-        Err(_) => false,
-    }
 }
 
 fn reset_auth(file: &Path, share_dir: &Path, name: &str) -> Outcome {

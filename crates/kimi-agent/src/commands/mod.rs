@@ -1,5 +1,7 @@
-//! Subcommands other than the Wire server: `info` and `mcp`.
+//! Subcommands other than the Wire server: `info`, `mcp`, `login` and `logout`.
 
+pub mod account;
+mod browser;
 pub mod info;
 pub mod mcp;
 
@@ -15,5 +17,7 @@ pub fn run(command: &Command, cli: &Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(command) => Ok(mcp::run(command, &kimi_core::paths::share_dir())),
+        Command::Login(args) => account::login(args, &kimi_core::paths::share_dir()),
+        Command::Logout(args) => account::logout(args, &kimi_core::paths::share_dir()),
     }
 }

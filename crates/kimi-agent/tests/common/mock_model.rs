@@ -17,6 +17,9 @@ pub enum Reply {
     Text(String),
     /// Tool calls: `(id, name, arguments)`.
     Calls(Vec<(String, String, Value)>),
+    /// These calls in full, then the start of one more, then the stream ends without a `finish_reason`
+    /// or `[DONE]`: a connection dropped mid-answer.
+    Cut(Vec<(String, String, Value)>),
 }
 
 impl Reply {
@@ -81,6 +84,17 @@ impl MockModel {
         config
     }
 
+    /// Every request body so far, in order (`tools`, `messages`, ...).
+    pub async fn bodies(&self) -> Vec<Value> {
+        self.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap_or(Value::Null))
+            .collect()
+    }
+
     /// The `messages` of every request so far, in order.
     pub async fn requests(&self) -> Vec<Vec<Value>> {
         self.server
@@ -119,7 +133,8 @@ pub fn tool_result<'a>(messages: &'a [Value], tool_call_id: &str) -> Option<Stri
         .map(message_text)
 }
 
-fn sse(reply: &Reply) -> String {
+/// The SSE body of `reply`, as an OpenAI-compatible server streams it.
+pub fn sse(reply: &Reply) -> String {
     let chunk = |delta: Value, finish: Value| {
         let chunk = json!({
             "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",
@@ -133,15 +148,45 @@ fn sse(reply: &Reply) -> String {
             body.push_str(&chunk(json!({"role": "assistant", "content": text}), Value::Null));
             body.push_str(&chunk(json!({}), json!("stop")));
         }
-        Reply::Calls(calls) => {
+        Reply::Calls(calls) | Reply::Cut(calls) => {
             for (index, (id, name, arguments)) in calls.iter().enumerate() {
                 let call = json!({"index": index, "id": id, "type": "function",
                                   "function": {"name": name, "arguments": arguments.to_string()}});
                 body.push_str(&chunk(json!({"tool_calls": [call]}), Value::Null));
+            }
+            if matches!(reply, Reply::Cut(_)) {
+                let started = json!({"index": calls.len(), "id": "cut-off", "type": "function",
+                                     "function": {"name": "Shell", "arguments": "{\"comm"}});
+                body.push_str(&chunk(json!({"tool_calls": [started]}), Value::Null));
+                return body;
             }
             body.push_str(&chunk(json!({}), json!("tool_calls")));
         }
     }
     body.push_str("data: [DONE]\n\n");
     body
+}
+
+/// Answers the Nth request with the Nth template; the last one repeats. For tests that script a
+/// sequence of faults and answers (one per attempt).
+pub struct Seq {
+    templates: Vec<ResponseTemplate>,
+    next: AtomicUsize,
+}
+
+impl Seq {
+    /// Serves `templates` in order; there must be at least one.
+    pub fn new(templates: Vec<ResponseTemplate>) -> Self {
+        Self {
+            templates,
+            next: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Respond for Seq {
+    fn respond(&self, _request: &Request) -> ResponseTemplate {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        self.templates[n.min(self.templates.len().saturating_sub(1))].clone()
+    }
 }

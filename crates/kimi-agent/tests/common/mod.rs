@@ -130,7 +130,12 @@ impl TestHome {
 
     /// A command for the binary with this home's environment; stderr goes to the test's stderr.
     pub fn command(&self, args: &[String]) -> Command {
-        let mut command = Command::new(binary());
+        self.command_for(Path::new(binary()), args)
+    }
+
+    /// Like [`TestHome::command`], for the binary under another path or name (`kimi`).
+    pub fn command_for(&self, program: &Path, args: &[String]) -> Command {
+        let mut command = Command::new(program);
         command
             .args(args)
             .env("HOME", self.home())
@@ -200,9 +205,18 @@ impl WireProcess {
 
     /// Spawns with extra environment variables for the child only.
     pub async fn spawn_with_env(home: &TestHome, args: Vec<String>, env: &[(&str, &str)]) -> Result<Self> {
-        let mut child = home
-            .command(&args)
-            .envs(env.iter().copied())
+        let mut command = home.command(&args);
+        command.envs(env.iter().copied());
+        Self::spawn_command(command)
+    }
+
+    /// Spawns the binary as `program` (a link to it under another name).
+    pub async fn spawn_with_program(home: &TestHome, program: &Path, args: Vec<String>) -> Result<Self> {
+        Self::spawn_command(home.command_for(program, &args))
+    }
+
+    fn spawn_command(mut command: Command) -> Result<Self> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -708,6 +722,49 @@ impl RssSampler {
 pub fn assert_exists(path: &Path) -> Result<()> {
     if !path.exists() {
         bail!("{} does not exist", path.display());
+    }
+    Ok(())
+}
+
+/// Whether `pid` is a live process (a zombie counts as gone).
+pub fn is_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// How often a test looks again at something that changes outside the protocol (a pid file, a process).
+pub const POLL: Duration = Duration::from_millis(20);
+
+/// The pid written (with a newline) into `file`, once it is there.
+pub async fn wait_for_pid(file: &Path) -> Result<u32> {
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file)
+            && text.ends_with('\n')
+        {
+            return text.trim().parse().context("pid file");
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the command never wrote its pid"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until `pid` is gone (a process outside the protocol has no event to wait on).
+pub async fn wait_until_gone(pid: u32, what: &str) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    while is_alive(pid) {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{what} ({pid}) is still running"
+        );
+        tokio::time::sleep(POLL).await;
     }
     Ok(())
 }

@@ -239,19 +239,28 @@ async fn info_reports_versions_as_text_and_json() -> Result<()> {
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
         format!(
-            "kimi-agent version: {}\nagent spec versions: 1\nwire protocol: 1.10\n\
-             sandbox: danger-full-access, network on (no confinement)\n",
+            "kimi-cli version: 1.49.0\nagent spec versions: 1\nwire protocol: 1.10\nkimi-agent version: {}\nprovider types: kimi, \
+             openai_legacy, openai_responses, anthropic, google_genai, gemini, vertexai, _echo, _scripted_echo, \
+             _chaos\nsandbox: danger-full-access, network on (no confinement)\n",
             env!("CARGO_PKG_VERSION")
         )
     );
     let output = home.run_cli(&["info", "--json"]).await?;
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let info: Value = serde_json::from_slice(&output.stdout)?;
+    // `kimi_cli_version` is the reference release we implement: the VS Code extension refuses below 0.82.
     assert_eq!(
         info,
-        json!({"kimi_cli_version": env!("CARGO_PKG_VERSION"), "agent_spec_versions": ["1"], "wire_protocol_version": "1.10",
-               "sandbox": {"mode": "danger-full-access", "network": true, "enforced": false, "landlock_abi": null,
-                           "writable_roots": null, "error": null}})
+        json!({
+            "kimi_cli_version": "1.49.0",
+            "agent_spec_versions": ["1"],
+            "wire_protocol_version": "1.10",
+            "kimi_agent_version": env!("CARGO_PKG_VERSION"),
+            "provider_types": ["kimi", "openai_legacy", "openai_responses", "anthropic", "google_genai",
+                "gemini", "vertexai", "_echo", "_scripted_echo", "_chaos"],
+            "sandbox": {"mode": "danger-full-access", "network": true, "enforced": false, "landlock_abi": null,
+                        "writable_roots": null, "error": null},
+        })
     );
     Ok(())
 }

@@ -139,9 +139,13 @@ async fn create_list_and_delete_persist_across_a_resume() -> Result<()> {
             .is_some_and(|a| a.starts_with("schedule recurring prompt `*/5 * * * *` #")),
         "{payload}"
     );
+    // The description ends with what approve-for-session covers: this same action (issue 13).
     assert_eq!(
         payload["description"],
-        "Schedule a recurring prompt at `*/5 * * * *`: check the build"
+        format!(
+            "Schedule a recurring prompt at `*/5 * * * *`: check the build (approve for session covers every \"{}\" request)",
+            payload["action"].as_str().unwrap_or_default()
+        )
     );
     assert_eq!(
         payload["display"],

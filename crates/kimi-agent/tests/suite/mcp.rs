@@ -10,7 +10,9 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
-use crate::common::{READ_TIMEOUT, TestHome, WireProcess, approval_answer, payloads, tool_call_line};
+use crate::common::{
+    READ_TIMEOUT, TestHome, WireProcess, approval_answer, is_alive, payloads, tool_call_line,
+};
 
 /// The test server binary, built on first use when `cargo test` did not build the examples (as with
 /// `cargo test --test all`).
@@ -452,16 +454,6 @@ async fn an_oauth_server_without_tokens_is_unauthorized() -> Result<()> {
         assert_eq!(last["mcp_status"]["servers"][0]["status"], "unauthorized");
     }
     Ok(())
-}
-
-/// Whether `pid` is a live process (a zombie counts as gone).
-fn is_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 /// Pids the test server recorded in `dir` (itself and its grandchild).

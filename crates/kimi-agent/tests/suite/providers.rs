@@ -5,8 +5,6 @@
 //! `cached_tokens`, or in a last chunk without choices), and every request the server receives is
 //! checked for what a provider must send.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use anyhow::{Context as _, Result, anyhow, bail};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -14,8 +12,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockGuard, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, MockGuard, MockServer, Request, ResponseTemplate};
 
+use crate::common::mock_model::Seq;
 use crate::common::{READ_TIMEOUT, TestHome, WireProcess, payloads};
 
 /// Our knob that scales the retry backoff; 0.01 turns the reference's 0.3 s into 3 ms.
@@ -189,28 +188,12 @@ fn text_answer(shape: Shape, text: &str) -> String {
         .finish("stop", Usage(30, 3, 0))
 }
 
-/// Answers the Nth request with the Nth template; the last one repeats.
-struct Seq {
-    templates: Vec<ResponseTemplate>,
-    next: AtomicUsize,
-}
-
-impl Respond for Seq {
-    fn respond(&self, _request: &Request) -> ResponseTemplate {
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
-        self.templates[n.min(self.templates.len() - 1)].clone()
-    }
-}
-
 /// Serves `templates` in order until the guard drops, which fails the test unless exactly `expected`
 /// requests arrived.
 async fn mount(server: &MockServer, templates: Vec<ResponseTemplate>, expected: u64) -> MockGuard {
     Mock::given(method("POST"))
         .and(path(COMPLETIONS))
-        .respond_with(Seq {
-            templates,
-            next: AtomicUsize::new(0),
-        })
+        .respond_with(Seq::new(templates))
         .expect(expected)
         .mount_as_scoped(server)
         .await

@@ -83,7 +83,8 @@ async fn a_named_session_holds_exactly_the_three_files_after_one_turn() -> Resul
         ]
     );
     let state: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("state.json"))?)?;
-    assert!(state.is_object(), "{state}");
+    // Reference: the first finished turn titles the session.
+    assert_eq!(state["custom_title"], json!("hi"), "{state}");
     Ok(())
 }
 

@@ -1,43 +1,10 @@
 //! A Shell command's process group is registered with the process guardian: killing the agent with
 //! SIGKILL (no cleanup of its own) must not leave the command running.
 
-use std::path::Path;
-use std::time::Duration;
-
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::json;
 
-use crate::common::{READ_TIMEOUT, TestHome, WireProcess, shell_call_line};
-
-/// How often the tests look again at something that changes outside their control.
-const POLL: Duration = Duration::from_millis(20);
-
-/// Whether `pid` is a live process (a zombie counts as gone).
-fn is_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// The pid written (with a newline) into `file`, once it is there.
-async fn wait_for_pid(file: &Path) -> Result<u32> {
-    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(file)
-            && text.ends_with('\n')
-        {
-            return text.trim().parse().context("pid file");
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "the command never wrote its pid"
-        );
-        tokio::time::sleep(POLL).await;
-    }
-}
+use crate::common::{POLL, READ_TIMEOUT, TestHome, WireProcess, is_alive, shell_call_line, wait_for_pid};
 
 #[tokio::test]
 async fn no_shell_command_outlives_a_sigkilled_agent() -> Result<()> {

@@ -325,31 +325,37 @@ async fn an_alternating_cycle_escalates() -> Result<()> {
 // Dispatch
 
 #[tokio::test]
-async fn read_only_calls_run_at_once_and_results_keep_call_order() -> Result<()> {
-    // External tools are read-only on our side: both requests must be out before either is answered.
+async fn calls_that_need_not_wait_run_at_once_and_results_keep_call_order() -> Result<()> {
+    // Questions may run side by side: both requests are out before either is answered.
+    let question =
+        |q: &str| json!({"questions": [{"question": q, "options": [{"label": "a"}, {"label": "b"}]}]});
     let step = step_script(
         "both",
         &[
-            tool_call_line("tc-1", "ext_a", Some(r#"{"path": "one"}"#)),
-            tool_call_line("tc-2", "ext_b", Some("{\"path\": ")),
-            tool_call_line("tc-3", "ext_b", Some(r#"{"path": "three"}"#)),
+            tool_call_line("tc-1", "AskUserQuestion", Some(&question("one?").to_string())),
+            tool_call_line("tc-2", "AskUserQuestion", Some("{\"questions\": ")),
+            tool_call_line("tc-3", "AskUserQuestion", Some(&question("three?").to_string())),
         ],
     );
     let home = TestHome::new()?.scripted(&[&step, "text: done"])?;
     let mut wire = WireProcess::spawn(&home).await?;
-    wire.initialize(init_with_tools(&[external_tool("ext_a"), external_tool("ext_b")]))
+    wire.initialize(json!({"protocol_version": "1.10", "capabilities": {"supports_question": true}}))
         .await?;
     let prompt = wire.start_prompt(json!("go")).await?;
-    let first = wire.wait_request("ToolCallRequest").await?;
-    let second = wire.wait_request("ToolCallRequest").await?;
-    assert_eq!(first["params"]["payload"]["id"], "tc-1");
-    assert_eq!(second["params"]["payload"]["id"], "tc-3");
+    let first = wire.wait_request("QuestionRequest").await?;
+    let second = wire.wait_request("QuestionRequest").await?;
+    assert_eq!(first["params"]["payload"]["tool_call_id"], "tc-1");
+    assert_eq!(second["params"]["payload"]["tool_call_id"], "tc-3");
     // Answer the later call first.
-    for (request, text) in [(&second, "three done"), (&first, "one done")] {
+    for (request, label) in [(&second, "b"), (&first, "a")] {
+        let payload = &request["params"]["payload"];
+        let question = payload["questions"][0]["question"].as_str().context("question")?;
         let id = request["id"].as_str().context("request id")?;
-        let result = json!({"tool_call_id": request["params"]["payload"]["id"],
-                            "return_value": {"is_error": false, "output": text, "message": "", "display": []}});
-        wire.respond(id, result).await?;
+        wire.respond(
+            id,
+            json!({"request_id": payload["id"], "answers": {question: label}}),
+        )
+        .await?;
     }
     let (response, messages) = wire.read_response(&prompt).await?;
     assert_eq!(response["result"], json!({"status": "finished"}));
@@ -364,7 +370,7 @@ async fn read_only_calls_run_at_once_and_results_keep_call_order() -> Result<()>
     let context = context_after_exit(&mut wire, &home).await?;
     assert_eq!(tool_message_ids(&context), ["tc-1", "tc-2", "tc-3"]);
     assert!(model_text(&context, "tc-2")?.contains("Error parsing JSON arguments: "));
-    assert!(model_text(&context, "tc-3")?.contains("three done"));
+    assert!(model_text(&context, "tc-3")?.contains("three?"));
     Ok(())
 }
 

@@ -24,11 +24,14 @@ async fn call_tool(services: Option<Value>, env: &[(&str, &str)], name: &str, ar
     );
     let mut home = TestHome::new()?;
     let config_path = home.scripted_config(&[&call, "text: done"], json!({}))?;
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&config_path)?)?;
     if let Some(services) = services {
-        let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&config_path)?)?;
         config["services"] = services;
-        std::fs::write(&config_path, serde_json::to_string(&config)?)?;
     }
+    // The local servers standing in for the web: reachable, and read without a question.
+    config["fetch_allowed_hosts"] = json!(["127.0.0.1"]);
+    config["fetch_allow_private_hosts"] = json!(["127.0.0.1"]);
+    std::fs::write(&config_path, serde_json::to_string(&config)?)?;
     home.config = Some(config_path);
     let mut wire = WireProcess::spawn_with_env(&home, home.args(), env).await?;
     wire.initialize(json!({"protocol_version": "1.10"})).await?;

@@ -8,6 +8,11 @@
 //!
 //! Approval requests and their `ApprovalResponse` events travel outside the turn's recording: they are not
 //! written to wire.jsonl, as in the reference.
+//!
+//! "Approve for session" approves the same kind of operation (seeds/001): every later request with the
+//! same action. Each request's description says so, naming the action ([`describe`]), except for the
+//! kinds whose text the reference fixes (its clients and tests match it), unless `approval_details`
+//! asks for it there too.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -80,6 +85,8 @@ pub type WaitListener = Arc<dyn Fn(&str, Option<&str>) + Send + Sync>;
 /// Shared by every tool call of a session.
 pub struct ApprovalRuntime {
     client: ClientHandle,
+    /// Whether the reference's own kinds of request also say what "approve for session" covers.
+    details: bool,
     state: Mutex<ApprovalState>,
     pending: Mutex<HashMap<String, PendingApproval>>,
     /// Keeps background tasks' `awaiting_approval` status (set once at start).
@@ -99,10 +106,19 @@ impl ApprovalRuntime {
     pub fn new(client: ClientHandle, state: ApprovalState) -> Self {
         Self {
             client,
+            details: false,
             state: Mutex::new(state),
             pending: Mutex::new(HashMap::new()),
             background_waits: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Makes every request say what "approve for session" covers, the reference's kinds included
+    /// (`approval_details`).
+    #[must_use]
+    pub fn with_details(mut self, details: bool) -> Self {
+        self.details = details;
+        self
     }
 
     /// Sets who hears of background agents' waits (the task manager). A second call is ignored.
@@ -168,7 +184,7 @@ impl ApprovalRuntime {
             tool_call_id: tool_call_id.to_owned(),
             sender: sender.to_owned(),
             action: ask.action.clone(),
-            description: ask.description.clone(),
+            description: describe(ask, self.details),
             display: ask.display.clone(),
             source_kind: Some(source.kind),
             source_id: Some(source.id.clone()),
@@ -264,6 +280,31 @@ impl ApprovalRuntime {
         });
         let _ = self.client.send_event(&event).await;
     }
+}
+
+/// Actions whose request text the reference fixes: Shell, background tasks, the file editors, MCP and
+/// plugin tools.
+fn has_reference_text(action: &str) -> bool {
+    matches!(
+        action,
+        "run command"
+            | "run background command"
+            | "stop background task"
+            | "edit file"
+            | "edit file outside of working directory"
+    ) || action.starts_with("mcp:")
+        || action.starts_with("plugin:")
+}
+
+/// The description the client shows: the tool's, then what "approve for session" would cover.
+pub fn describe(ask: &ApprovalAsk, details: bool) -> String {
+    if !details && has_reference_text(&ask.action) {
+        return ask.description.clone();
+    }
+    format!(
+        "{} (approve for session covers every \"{}\" request)",
+        ask.description, ask.action
+    )
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

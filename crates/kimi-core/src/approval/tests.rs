@@ -428,3 +428,25 @@ async fn cancel_source_reports_rejections_for_that_source_only() {
     assert_eq!(verdict(theirs).await, Verdict::Approved);
     mine.abort();
 }
+
+#[test]
+fn descriptions_say_what_approve_for_session_covers() {
+    let ask = |action: &str| ApprovalAsk {
+        action: action.to_owned(),
+        description: "Do it".to_owned(),
+        display: Vec::new(),
+        writes: Vec::new(),
+    };
+    // Kinds the reference words keep its text unless `approval_details` is on.
+    for action in ["run command", "edit file", "mcp:ping"] {
+        assert_eq!(describe(&ask(action), false), "Do it");
+        assert_eq!(
+            describe(&ask(action), true),
+            format!("Do it (approve for session covers every \"{action}\" request)")
+        );
+    }
+    assert_eq!(
+        describe(&ask("fetch from example.com"), false),
+        "Do it (approve for session covers every \"fetch from example.com\" request)"
+    );
+}

@@ -47,10 +47,7 @@ pub(crate) enum BashEnd {
 
 /// Starts the command; the child is not killed when dropped (a kept-alive task outlives us).
 pub(crate) fn spawn(cmd: BashCommand<'_>) -> io::Result<Child> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(cmd.output)?;
+    let log = crate::private_files::open_append(cmd.output)?;
     // A confined command may still reopen its own log (`> /dev/stderr` goes through the path).
     let sandbox = cmd.sandbox.clone().with_writable_file(cmd.output.to_path_buf());
     procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd, &sandbox)?

@@ -60,10 +60,7 @@ impl TaskStore {
         self.write_control(id, &view.control)?;
         self.write_consumer(id, &view.consumer)?;
         let path = self.output_path(id);
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
+        crate::private_files::open_append(&path)
             .map(drop)
             .map_err(|source| SessionError::Io { path, source })
     }

@@ -83,6 +83,21 @@ pub fn default_file_text(json: bool) -> Result<String, std::io::Error> {
     }
 }
 
+/// Writes `config` to `path` in the file's format, whole, as the reference's `save_config` does (`login`
+/// and `logout` change the configuration this way). Unset optional keys are left out.
+pub fn save(path: &Path, config: &Config) -> Result<(), ConfigError> {
+    let text = if is_json(path) {
+        serde_json::to_string_pretty(config).map_err(std::io::Error::other)
+    } else {
+        toml::to_string(config).map_err(std::io::Error::other)
+    }
+    .map_err(|source| ConfigError::Write {
+        path: path.to_owned(),
+        source,
+    })?;
+    write_file(path, &text)
+}
+
 fn load_file(path: &Path, is_default: bool) -> Result<Config, ConfigError> {
     tracing::debug!(path = %path.display(), "loading config");
     let mut config = if path.exists() {
@@ -213,13 +228,9 @@ fn write_file(path: &Path, text: &str) -> Result<(), ConfigError> {
         path: path.to_owned(),
         source,
     };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(err)?;
-    }
-    // Write beside and rename, so a crash never leaves a half-written config behind.
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    // Written beside and renamed, so a crash never leaves a half-written config behind; private, as
+    // it holds API keys.
+    crate::private_files::write_atomic(path, text.as_bytes()).map_err(err)
 }
 
 fn is_json(path: &Path) -> bool {

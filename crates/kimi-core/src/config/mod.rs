@@ -14,12 +14,12 @@ pub mod model;
 pub mod schema;
 
 pub use error::{ConfigError, ConfigOrigin};
-pub use load::{ConfigSource, from_text, load, load_in};
+pub use load::{ConfigSource, from_text, load, load_in, save};
 pub use model::{
     CompletionCap, Env, GenerationOverrides, ResolvedModel, ThinkingSwitch, derive_capabilities, process_env,
 };
 pub use schema::{
-    BackgroundConfig, Capability, Config, ConfigIssue, HookDef, HookEvent, LoopControl, McpClientConfig,
-    McpConfig, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage, ProviderConfig, ProviderType, Secret,
-    ServiceConfig, Services, Theme,
+    BackgroundConfig, Capability, Config, ConfigIssue, HookDef, HookEvent, HookOnError, LoopControl,
+    McpClientConfig, McpConfig, McpToolNames, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage,
+    ProviderConfig, ProviderType, Secret, ServiceConfig, Services, ShellEnvConfig, ShellEnvInherit, Theme,
 };

@@ -45,6 +45,13 @@ pub struct Config {
     pub services: Services,
     /// MCP client settings.
     pub mcp: McpConfig,
+    /// Also load the stdio MCP servers configured for other agents (`~/.claude.json`,
+    /// `~/.codex/config.toml`; seeds/003), ours winning on a name clash. Beyond the reference; off by
+    /// default.
+    pub mcp_discover: bool,
+    /// What the model calls MCP tools: their own names (`plain`, the reference's) or
+    /// `mcp__<server>__<tool>` (`prefixed`, seeds/003). Beyond the reference.
+    pub mcp_tool_names: McpToolNames,
     /// Lifecycle hooks, run in order.
     pub hooks: Vec<HookDef>,
     /// Merge skills from every brand directory (kimi, claude, codex) instead of the first found.
@@ -60,6 +67,16 @@ pub struct Config {
     /// More directories (or files) commands may write in `workspace-write` mode: absolute, `~/...` or
     /// relative to the work dir (extension).
     pub sandbox_writable_roots: Vec<String>,
+    /// Hosts FetchURL reads without asking (`example.com`, `*.example.com`, an IP address).
+    pub fetch_allowed_hosts: Vec<String>,
+    /// Hosts FetchURL may reach although they are (or resolve to) loopback, private, link-local or
+    /// unique-local addresses; every other such address is refused.
+    pub fetch_allow_private_hosts: Vec<String>,
+    /// Every `ApprovalRequest` says what "approve for session" covers and MCP requests show their
+    /// arguments, also for the approvals whose text the reference fixes (off: those keep its text).
+    pub approval_details: bool,
+    /// `[shell_env]`: the environment of Shell commands, background tasks and hooks.
+    pub shell_env: ShellEnvConfig,
 
     /// The file this configuration came from; `None` when it came from `--config` text.
     #[serde(skip)]
@@ -90,6 +107,8 @@ impl Default for Config {
             notifications: NotificationConfig::default(),
             services: Services::default(),
             mcp: McpConfig::default(),
+            mcp_discover: false,
+            mcp_tool_names: McpToolNames::Plain,
             hooks: Vec::new(),
             merge_all_available_skills: true,
             extra_skill_dirs: Vec::new(),
@@ -97,6 +116,10 @@ impl Default for Config {
             sandbox_mode: crate::sandbox::SandboxMode::default(),
             sandbox_network: true,
             sandbox_writable_roots: Vec::new(),
+            fetch_allowed_hosts: Vec::new(),
+            fetch_allow_private_hosts: Vec::new(),
+            approval_details: false,
+            shell_env: ShellEnvConfig::default(),
             source_file: None,
             is_from_default_location: false,
             warnings: Vec::new(),
@@ -464,12 +487,54 @@ pub struct ServiceConfig {
     pub oauth: Option<OAuthRef>,
 }
 
+/// `[shell_env]`: what environment the commands the agent starts get (Shell, background tasks,
+/// hooks; MCP servers get their own `env`). Applied in order: `inherit`, `exclude`, `include_only`,
+/// then `set`. Name patterns use `*` and `?` and ignore letter case.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ShellEnvConfig {
+    /// Where to start from.
+    pub inherit: ShellEnvInherit,
+    /// Patterns of names to leave out.
+    pub exclude: Vec<String>,
+    /// When not empty, only names matching one of these patterns are kept.
+    pub include_only: Vec<String>,
+    /// Variables to set (after everything else, so they always apply).
+    pub set: BTreeMap<String, String>,
+}
+
+/// `[shell_env] inherit`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShellEnvInherit {
+    /// The agent's environment without names containing `KEY`, `SECRET` or `TOKEN` (any letter case)
+    /// and without the model providers' own variables.
+    #[default]
+    Filtered,
+    /// The agent's whole environment (the reference's behaviour).
+    All,
+    /// Nothing: only what `set` gives.
+    None,
+}
+
 /// `[mcp]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct McpConfig {
     /// `[mcp.client]`.
     pub client: McpClientConfig,
+}
+
+/// How MCP tools are named for the model (`mcp_tool_names`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpToolNames {
+    /// The tool's own name, as the server lists it (the reference's).
+    #[default]
+    Plain,
+    /// `mcp__<server>__<tool>`: two servers' tools never clash, and the model sees where each comes
+    /// from (seeds/003).
+    Prefixed,
 }
 
 /// `[mcp.client]`.
@@ -539,6 +604,26 @@ pub struct HookDef {
     /// Seconds before the hook is abandoned (1 ..= 600); a timed-out hook does not block.
     #[serde(default = "default_hook_timeout")]
     pub timeout: u64,
+    /// What a hook that fails (cannot start, times out, crashes) decides.
+    #[serde(default, skip_serializing_if = "HookOnError::is_allow")]
+    pub on_error: HookOnError,
+}
+
+/// `[[hooks]] on_error`: what a hook that fails to decide means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookOnError {
+    /// Fail open, as the reference: the action goes ahead.
+    #[default]
+    Allow,
+    /// Fail closed: the action is blocked, the failure is the reason.
+    Block,
+}
+
+impl HookOnError {
+    fn is_allow(&self) -> bool {
+        *self == Self::Allow
+    }
 }
 
 fn default_hook_timeout() -> u64 {
@@ -762,6 +847,7 @@ mod tests {
             command: "true".into(),
             matcher: String::new(),
             timeout: 601,
+            on_error: HookOnError::Allow,
         });
         let keys: Vec<String> = c.validate().into_iter().map(|i| i.key).collect();
         assert_eq!(

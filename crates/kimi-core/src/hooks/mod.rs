@@ -9,8 +9,11 @@
 //! - `matcher`: the regex filter; `shell`: command hooks; `wire`: client hooks (`HookRequest`).
 //!
 //! Reference: `kimi_cli/hooks/`. Every failure fails open: a hook that errs, times out or answers
-//! nonsense allows. The engine does not know what a block means for its caller; the call sites apply
-//! it (a tool error, a canned reply, a continuation turn).
+//! nonsense allows, unless its `on_error = "block"` makes it fail closed. A command hook that cannot
+//! start is said so in `HookResolved`'s reason (and the log) even when it allows. A relative program
+//! path in a command is resolved against the directory of the configuration file, never the work dir
+//! (docs/security.md). The engine does not know what a block means for its caller; the call sites
+//! apply it (a tool error, a canned reply, a continuation turn).
 
 pub mod input;
 mod matcher;
@@ -27,7 +30,7 @@ use kimi_wire::params::WireHookSubscription;
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
-use crate::config::{HookDef, HookEvent};
+use crate::config::{HookDef, HookEvent, HookOnError};
 use crate::events::EventSink;
 use matcher::Matcher;
 
@@ -131,9 +134,44 @@ pub(crate) enum Verdict {
 #[derive(Debug)]
 struct CommandHook {
     event: HookEvent,
+    /// As configured (identical commands run once per trigger).
     command: String,
+    /// What runs: `command` with a relative program made absolute, or why it cannot run.
+    resolved: Result<String, String>,
     matcher: Matcher,
     timeout: Duration,
+    on_error: HookOnError,
+}
+
+impl CommandHook {
+    /// Runs the hook and turns its outcome into a verdict, with `on_error` applied; the note says
+    /// why a hook that could not start allowed.
+    async fn run(&self, stdin: &[u8], cwd: &std::path::Path) -> (Verdict, Option<String>) {
+        let outcome = match &self.resolved {
+            Ok(command) => shell::run(command, stdin, self.timeout, cwd).await,
+            Err(why) => {
+                tracing::warn!(command = %self.command, why, "hook cannot start");
+                shell::Outcome::NotStarted(why.clone())
+            }
+        };
+        let (verdict, failure, not_started) = match outcome {
+            shell::Outcome::Decided { verdict, failure } => (verdict, failure, false),
+            shell::Outcome::NotStarted(why) => (Verdict::Allow, Some(why), true),
+            shell::Outcome::Failed(why) => (Verdict::Allow, Some(why), false),
+        };
+        let Some(failure) = failure else {
+            return (verdict, None);
+        };
+        let text = if not_started {
+            format!("Hook `{}` could not start: {failure}", self.command)
+        } else {
+            format!("Hook `{}` failed: {failure}", self.command)
+        };
+        match self.on_error {
+            HookOnError::Block => (Verdict::Block(text), None),
+            HookOnError::Allow => (verdict, not_started.then_some(text)),
+        }
+    }
 }
 
 /// What `initialize` attached.
@@ -167,7 +205,8 @@ pub struct HookEngine {
 }
 
 impl HookEngine {
-    /// An engine for the command hooks of `config.toml`, run in `work_dir`.
+    /// An engine for the command hooks of `config.toml`, run in `work_dir`. A relative program path in
+    /// a command cannot run until [`HookEngine::with_config_dir`] says where the configuration lives.
     pub fn new(command_hooks: Vec<HookDef>, work_dir: PathBuf, session_id: String) -> Self {
         let commands = command_hooks
             .into_iter()
@@ -175,7 +214,9 @@ impl HookEngine {
                 event: h.event,
                 matcher: Matcher::new(&h.matcher),
                 timeout: h.timeout(),
+                resolved: shell::resolve_command(&h.command, None),
                 command: h.command,
+                on_error: h.on_error,
             })
             .collect();
         Self {
@@ -186,6 +227,16 @@ impl HookEngine {
             wire: RwLock::default(),
             background: Mutex::default(),
         }
+    }
+
+    /// Resolves relative program paths in the commands against `dir`, the directory of the
+    /// configuration file that names them (`None`: the configuration came from no file).
+    #[must_use]
+    pub fn with_config_dir(mut self, dir: Option<&std::path::Path>) -> Self {
+        for hook in &mut self.commands {
+            hook.resolved = shell::resolve_command(&hook.command, dir);
+        }
+        self
     }
 
     /// Registers the client's subscriptions from `initialize` and starts reporting to `events`:
@@ -308,9 +359,9 @@ impl HookEngine {
         let started = Instant::now();
         let payload = input::payload(name, &self.session_id, &self.cwd, input);
         let stdin = input::python_json(&Value::Object(payload.clone()));
-        let mut runs: Vec<BoxFuture<'_, Verdict>> = Vec::with_capacity(hook_count);
+        let mut runs: Vec<BoxFuture<'_, (Verdict, Option<String>)>> = Vec::with_capacity(hook_count);
         for h in commands {
-            runs.push(shell::run(&h.command, stdin.as_bytes(), h.timeout, &self.work_dir).boxed());
+            runs.push(h.run(stdin.as_bytes(), &self.work_dir).boxed());
         }
         for s in &subscriptions {
             let ask = wire::Ask {
@@ -321,16 +372,19 @@ impl HookEngine {
                 timeout: s.timeout,
             };
             match &sink {
-                Some(sink) => runs.push(wire::ask(sink.client(), ask).boxed()),
+                Some(sink) => runs.push(wire::ask(sink.client(), ask).map(|v| (v, None)).boxed()),
                 // Reference: without the wire callback a client hook allows.
-                None => runs.push(futures::future::ready(Verdict::Allow).boxed()),
+                None => runs.push(futures::future::ready((Verdict::Allow, None)).boxed()),
             }
         }
-        let decision = HookDecision::from_verdicts(join_all(runs).await);
+        let (verdicts, notes): (Vec<Verdict>, Vec<Option<String>>) = join_all(runs).await.into_iter().unzip();
+        let note = notes.into_iter().flatten().next().unwrap_or_default();
+        let decision = HookDecision::from_verdicts(verdicts);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
         let (action, reason) = match &decision {
-            HookDecision::Allow => (HookAction::Allow, String::new()),
+            // Allowed, but a hook that could not start is said so.
+            HookDecision::Allow => (HookAction::Allow, note),
             HookDecision::Block { reason, .. } => {
                 tracing::warn!(event = name, matcher = matcher_value, reason, "hook blocked");
                 (HookAction::Block, reason.clone())

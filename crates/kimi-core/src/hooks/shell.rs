@@ -8,7 +8,9 @@
 //!
 //! Beyond the reference, the hook gets its own process group and a timed-out or abandoned hook is
 //! killed with its whole group, so `sleep 30 &` inside a hook cannot outlive it; a hook that finishes
-//! normally may leave background work running, as in the reference.
+//! normally may leave background work running, as in the reference. Its environment is the
+//! children's (`crate::child_env`). The result says whether the hook decided, could not start, or
+//! failed otherwise ([`Outcome`]), so the engine can report it and apply `on_error`.
 
 use std::io;
 use std::path::Path;
@@ -27,10 +29,31 @@ const SHELL: &str = "/bin/sh";
 /// blocks on a full pipe.
 const OUTPUT_CAP: usize = 4 * 1024 * 1024;
 
-/// Runs `command` with `stdin` as its input and returns its verdict. Never fails: every problem is
-/// logged and allows.
-pub(crate) async fn run(command: &str, stdin: &[u8], timeout: Duration, cwd: &Path) -> Verdict {
-    let mut child = match Command::new(SHELL)
+/// How a command hook ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// It ran to the end and its exit code and stdout give the verdict (the reference reads an exit
+    /// other than 0 and 2 as "allow"; `failure` then says what it was, for `on_error = "block"`).
+    Decided {
+        verdict: Verdict,
+        failure: Option<String>,
+    },
+    /// It never ran: the shell could not be started, or it could not find or execute the command
+    /// (exit 127 or 126).
+    NotStarted(String),
+    /// It ran but gave no verdict: timed out, or its pipes failed.
+    Failed(String),
+}
+
+/// Exit codes of a shell that could not run the command: not executable, not found.
+const CANNOT_EXECUTE: i32 = 126;
+const NOT_FOUND: i32 = 127;
+
+/// Runs `command` with `stdin` as its input and returns how it ended. Every problem is logged.
+pub(crate) async fn run(command: &str, stdin: &[u8], timeout: Duration, cwd: &Path) -> Outcome {
+    let mut builder = Command::new(SHELL);
+    crate::child_env::apply(&mut builder);
+    let mut child = match builder
         .arg("-c")
         .arg(command)
         .current_dir(cwd)
@@ -43,8 +66,8 @@ pub(crate) async fn run(command: &str, stdin: &[u8], timeout: Duration, cwd: &Pa
     {
         Ok(child) => child,
         Err(error) => {
-            tracing::warn!(command, %error, "hook failed to start; allowing");
-            return Verdict::Allow;
+            tracing::warn!(command, %error, "hook failed to start");
+            return Outcome::NotStarted(error.to_string());
         }
     };
     // Declared after `child`, so on an early return (timeout, or the caller dropping us) the group is
@@ -54,20 +77,84 @@ pub(crate) async fn run(command: &str, stdin: &[u8], timeout: Duration, cwd: &Pa
     let finished = tokio::time::timeout(timeout, communicate(&mut child, stdin)).await;
     match finished {
         Err(_elapsed) => {
-            tracing::warn!(command, timeout_s = timeout.as_secs(), "hook timed out; allowing");
-            Verdict::Allow
+            tracing::warn!(command, timeout_s = timeout.as_secs(), "hook timed out");
+            Outcome::Failed(format!("timed out after {} s", timeout.as_secs()))
         }
         Ok(Err(error)) => {
-            tracing::warn!(command, %error, "hook failed; allowing");
-            Verdict::Allow
+            tracing::warn!(command, %error, "hook failed");
+            Outcome::Failed(error.to_string())
         }
         Ok(Ok(output)) => {
             group.disarm();
             let stdout = String::from_utf8_lossy(&output.stdout);
             let stderr = String::from_utf8_lossy(&output.stderr);
-            verdict(output.status.code(), &stdout, &stderr)
+            let code = output.status.code();
+            if let Some(code @ (CANNOT_EXECUTE | NOT_FOUND)) = code {
+                let why = stderr.trim();
+                tracing::warn!(command, code, stderr = why, "hook could not run its command");
+                return Outcome::NotStarted(format!("exit {code}: {why}"));
+            }
+            let failure = match code {
+                Some(0 | 2) => None,
+                Some(other) => Some(format!("exited with {other}")),
+                None => Some("killed by a signal".to_owned()),
+            };
+            Outcome::Decided {
+                verdict: verdict(code, &stdout, &stderr),
+                failure,
+            }
         }
     }
+}
+
+/// `command` with a relative program path (`./check.sh`, `hooks/check.sh`) made absolute against
+/// `config_dir`, the directory of the configuration file that names the hook, so a hook never runs a
+/// program the work dir provides. A bare name (`python3`) is left to `PATH`, an absolute path as it is;
+/// leading `NAME=value` assignments are skipped; arguments are not rewritten. Without a directory
+/// (inline `--config`), a relative program cannot be resolved: the error says why.
+pub(crate) fn resolve_command(command: &str, config_dir: Option<&Path>) -> Result<String, String> {
+    let mut start = 0;
+    let mut word;
+    loop {
+        let rest = &command[start..];
+        let skipped = rest.len() - rest.trim_start().len();
+        start += skipped;
+        let rest = &command[start..];
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        word = &rest[..end];
+        if is_assignment(word) {
+            start += end;
+            continue;
+        }
+        break;
+    }
+    let relative = word.contains('/') && !word.starts_with(['/', '~', '"', '\'', '$', '`']);
+    if !relative {
+        return Ok(command.to_owned());
+    }
+    let Some(dir) = config_dir else {
+        return Err(format!(
+            "`{word}` is a relative path and the configuration came from no file to resolve it against"
+        ));
+    };
+    // `components` drops the `.` of `./check.sh`.
+    let absolute: std::path::PathBuf = dir.join(word).components().collect();
+    let quoted = format!("'{}'", absolute.to_string_lossy().replace('\'', r"'\''"));
+    Ok(format!(
+        "{}{quoted}{}",
+        &command[..start],
+        &command[start + word.len()..]
+    ))
+}
+
+/// Whether `word` is a shell variable assignment (`NAME=value`).
+fn is_assignment(word: &str) -> bool {
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// What a finished hook left behind.
@@ -196,7 +283,57 @@ mod tests {
 
     async fn sh(command: &str) -> Verdict {
         let dir = tempfile::tempdir().unwrap();
-        run(command, b"{}", LONG, dir.path()).await
+        match run(command, b"{}", LONG, dir.path()).await {
+            Outcome::Decided { verdict, .. } => verdict,
+            other => panic!("{command}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn relative_programs_resolve_against_the_config_dir() {
+        let dir = Path::new("/etc/kimi");
+        for (command, expected) in [
+            ("./check.sh", "'/etc/kimi/check.sh'"),
+            (
+                "  hooks/check.sh --strict",
+                "  '/etc/kimi/hooks/check.sh' --strict",
+            ),
+            ("A=1 B=2 ./x y", "A=1 B=2 '/etc/kimi/x' y"),
+            ("python3 check.py", "python3 check.py"),
+            ("/usr/bin/check", "/usr/bin/check"),
+            ("~/bin/check", "~/bin/check"),
+            ("echo hi; exit 2", "echo hi; exit 2"),
+        ] {
+            assert_eq!(
+                resolve_command(command, Some(dir)).as_deref(),
+                Ok(expected),
+                "{command}"
+            );
+        }
+        assert_eq!(
+            resolve_command("./it's.sh", Some(Path::new("/d"))).as_deref(),
+            Ok(r"'/d/it'\''s.sh'")
+        );
+        assert!(resolve_command("./check.sh", None).is_err());
+        assert_eq!(resolve_command("true", None).as_deref(), Ok("true"));
+    }
+
+    #[tokio::test]
+    async fn a_command_that_cannot_run_is_not_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let outcome = run("./missing.sh", b"{}", LONG, dir.path()).await;
+        assert!(
+            matches!(&outcome, Outcome::NotStarted(why) if why.starts_with("exit 127")),
+            "{outcome:?}"
+        );
+        let outcome = run("exit 1", b"{}", LONG, dir.path()).await;
+        assert_eq!(
+            outcome,
+            Outcome::Decided {
+                verdict: Verdict::Allow,
+                failure: Some("exited with 1".into())
+            }
+        );
     }
 
     #[test]
@@ -251,23 +388,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_missing_work_dir_allows() {
+    async fn a_missing_work_dir_is_a_start_failure() {
         let dir = tempfile::tempdir().unwrap();
         let gone = dir.path().join("missing");
-        assert_eq!(run("exit 2", b"{}", LONG, &gone).await, Verdict::Allow);
+        assert!(matches!(
+            run("exit 2", b"{}", LONG, &gone).await,
+            Outcome::NotStarted(_)
+        ));
     }
 
     #[tokio::test]
     async fn the_hook_reads_its_input_in_the_work_dir() {
         let dir = tempfile::tempdir().unwrap();
-        let verdict = run(
+        let outcome = run(
             r#"cat > input.json; pwd > cwd.txt"#,
             br#"{"a": 1}"#,
             LONG,
             dir.path(),
         )
         .await;
-        assert_eq!(verdict, Verdict::Allow);
+        assert!(matches!(
+            outcome,
+            Outcome::Decided {
+                verdict: Verdict::Allow,
+                failure: None
+            }
+        ));
         assert_eq!(
             std::fs::read_to_string(dir.path().join("input.json")).unwrap(),
             r#"{"a": 1}"#
@@ -283,8 +429,8 @@ mod tests {
     async fn a_hook_that_ignores_a_large_input_still_decides() {
         let dir = tempfile::tempdir().unwrap();
         let input = vec![b' '; 1024 * 1024];
-        let verdict = run("echo big >&2; exit 2", &input, LONG, dir.path()).await;
-        assert_eq!(verdict, Verdict::Block("big".into()));
+        let outcome = run("echo big >&2; exit 2", &input, LONG, dir.path()).await;
+        assert!(matches!(outcome, Outcome::Decided { verdict: Verdict::Block(r), .. } if r == "big"));
     }
 
     #[tokio::test]
@@ -293,8 +439,8 @@ mod tests {
         let pid_file = dir.path().join("pid");
         let command = format!("sleep 30 & echo $! > '{}'; wait; exit 2", pid_file.display());
         let started = Instant::now();
-        let verdict = run(&command, b"{}", Duration::from_secs(1), dir.path()).await;
-        assert_eq!(verdict, Verdict::Allow);
+        let outcome = run(&command, b"{}", Duration::from_secs(1), dir.path()).await;
+        assert_eq!(outcome, Outcome::Failed("timed out after 1 s".into()));
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "took {:?}",

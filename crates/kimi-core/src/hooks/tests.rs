@@ -18,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, 
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::config::{HookDef, HookEvent};
+use crate::config::{HookDef, HookEvent, HookOnError};
 use crate::events::EventSink;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,6 +29,7 @@ fn hook(event: HookEvent, matcher: &str, command: &str) -> HookDef {
         command: command.to_owned(),
         matcher: matcher.to_owned(),
         timeout: 20,
+        on_error: HookOnError::Allow,
     }
 }
 

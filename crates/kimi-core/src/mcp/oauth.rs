@@ -15,7 +15,6 @@
 //! The flow that writes these files is in [`super::authorize`]; refreshing is rmcp's
 //! (`AuthorizationManager::get_access_token`), through [`FileCredentialStore`].
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -76,39 +75,13 @@ pub fn has_tokens(share_dir: &Path, url: &str) -> bool {
 /// Stores `tokens` for `url`, readable by the owner only. The file is replaced atomically, so a
 /// concurrent reader sees the old tokens or the new ones, never half of either.
 pub fn save(share_dir: &Path, url: &str, tokens: &StoredTokens) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    let dir = token_dir(share_dir);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
-    let file = token_file(share_dir, url);
-    let temp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
-    let written = (|| {
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
-        // `mode` is filtered by the umask; the tokens must not be readable by anyone else regardless.
-        out.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        let text = serde_json::to_string_pretty(tokens).map_err(std::io::Error::other)?;
-        out.write_all(text.as_bytes())?;
-        out.sync_all()?;
-        std::fs::rename(&temp, &file)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
+    let text = serde_json::to_string_pretty(tokens).map_err(std::io::Error::other)?;
+    crate::private_files::write_secret(&token_file(share_dir, url), text.as_bytes())
 }
 
 /// Removes the stored tokens of `url`; clearing what is not there is fine.
 pub fn clear_tokens(share_dir: &Path, url: &str) -> std::io::Result<()> {
-    match std::fs::remove_file(token_file(share_dir, url)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
+    crate::private_files::remove(&token_file(share_dir, url))
 }
 
 fn now_epoch_secs() -> u64 {

@@ -197,8 +197,13 @@ fn merge_into(held: &mut WireMessage, next: &WireMessage) -> bool {
 /// One recorded message, ready for the client.
 #[derive(Debug)]
 pub enum ReplayItem {
-    /// An event as its whole JSON-RPC `event` notification line (the fast path).
-    EventLine(String),
+    /// An event as its whole JSON-RPC `event` notification line (the fast path), with its type name.
+    EventLine {
+        /// The event's type name.
+        kind: String,
+        /// The notification line.
+        line: String,
+    },
     /// An event recorded under an older name (an alias), parsed to be sent under the current one.
     Event(Box<Event>),
     /// A request; it is re-sent under its own id.
@@ -312,7 +317,10 @@ fn decode_text(line: &str, known_events: &mut HashSet<String>) -> Decoded {
     if let Some(kind) = known_prefix(message.get())
         && known_events.contains(kind)
     {
-        return Decoded::Item(ReplayItem::EventLine(event_line(message.get())));
+        return Decoded::Item(ReplayItem::EventLine {
+            kind: kind.to_owned(),
+            line: event_line(message.get()),
+        });
     }
     let Ok(envelope) = serde_json::from_str::<RawMessage<'_>>(message.get()) else {
         return Decoded::Unreadable;
@@ -323,8 +331,12 @@ fn decode_text(line: &str, known_events: &mut HashSet<String>) -> Decoded {
     match serde_json::from_str::<WireMessage>(message.get()) {
         Ok(WireMessage::Request(request)) => Decoded::Item(ReplayItem::Request(Box::new(request))),
         Ok(WireMessage::Event(event)) if event.type_name() == envelope.kind => {
-            known_events.insert(envelope.kind.into_owned());
-            Decoded::Item(ReplayItem::EventLine(event_line(message.get())))
+            let kind = envelope.kind.into_owned();
+            known_events.insert(kind.clone());
+            Decoded::Item(ReplayItem::EventLine {
+                kind,
+                line: event_line(message.get()),
+            })
         }
         // Recorded under an alias (an older name): sent under the current one.
         Ok(WireMessage::Event(event)) => Decoded::Item(ReplayItem::Event(Box::new(event))),
@@ -374,7 +386,7 @@ mod tests {
         let mut out = Vec::new();
         while let Some(item) = reader.next_item().await.unwrap() {
             out.push(match item {
-                ReplayItem::EventLine(line) => serde_json::from_str(&line).unwrap(),
+                ReplayItem::EventLine { line, .. } => serde_json::from_str(&line).unwrap(),
                 ReplayItem::Event(event) => {
                     json!({"jsonrpc": "2.0", "method": "event", "params": event})
                 }

@@ -160,7 +160,7 @@ fn run(path: &Path, rx: &mpsc::Receiver<Command>) {
                 file = None;
                 let result = std::fs::rename(path, &to)
                     // The new file exists at once, even before its first record.
-                    .and_then(|()| File::create(path).map(drop))
+                    .and_then(|()| crate::private_files::create(path).map(drop))
                     .map_err(|e| e.to_string());
                 if let Err(message) = &result {
                     tracing::error!(path = %path.display(), error = %message, "rotation failed");
@@ -186,10 +186,10 @@ fn run(path: &Path, rx: &mpsc::Receiver<Command>) {
 fn open<'a>(path: &Path, file: &'a mut Option<File>) -> std::io::Result<&'a mut File> {
     if file.is_none() {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+            crate::private_files::create_dir_all(parent)?;
         }
         super::reader::repair_tail_logged(path);
-        let opened = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let opened = crate::private_files::open_append(path)?;
         *file = Some(opened);
     }
     file.as_mut()

@@ -4,7 +4,7 @@
 //! Layout:
 //! - [`SandboxMode`] and [`SandboxPolicy`]: what the user asked for (`--sandbox`, `sandbox_mode`,
 //!   `sandbox_network`, `sandbox_writable_roots`), with codex's mode names;
-//! - `roots`: the writable roots of a command, and where a path really points;
+//! - `roots`: the writable roots of a command;
 //! - `rules`: the kernel's Landlock ABI and the ruleset of one command;
 //! - `child`: what a confined child does between fork and exec (the one place with `unsafe`);
 //! - `probe`: the start-up trial that decides the [`Enforcement`];
@@ -338,23 +338,23 @@ impl Sandbox {
         }))
     }
 
-    /// Whether an in-process tool may write `path`: where it really points (symlinks followed, also a
-    /// dangling last one) must lie in a writable root. Always allowed when files are not confined.
+    /// Whether an in-process tool may write the file at `real`, a real path (no symlink on it, as the
+    /// file tools resolve their target and then open it following none): it must lie in a writable
+    /// root, which are real paths too. Always allowed when files are not confined.
     pub fn check_write(
         &self,
-        path: &Path,
+        real: &Path,
         work_dir: &Path,
         additional_dirs: &[PathBuf],
     ) -> Result<(), SandboxError> {
         let Some(roots) = self.writable_roots(work_dir, additional_dirs) else {
             return Ok(());
         };
-        let real = roots::real_path(path);
         if roots.iter().any(|root| real.starts_with(root)) {
             return Ok(());
         }
         Err(SandboxError::OutsideRoots {
-            path: real,
+            path: real.to_path_buf(),
             mode: self.policy.mode,
             roots,
         })
@@ -520,25 +520,38 @@ mod tests {
     }
 
     #[test]
-    fn in_process_writes_are_judged_where_they_really_land() {
+    fn in_process_writes_are_judged_against_the_real_roots() {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        let (work, private) = (root.join("work"), root.join("private"));
-        std::fs::create_dir_all(&work).unwrap();
+        let (real_work, private) = (root.join("real-work"), root.join("private"));
+        std::fs::create_dir_all(&real_work).unwrap();
         std::fs::create_dir_all(&private).unwrap();
-        std::os::unix::fs::symlink(&work, private.join("to-work")).unwrap();
+        // The work dir as the user named it: a symlink. Its root is where it really is.
+        let work = root.join("work");
+        std::os::unix::fs::symlink(&real_work, &work).unwrap();
+        let workspace = sandbox(SandboxMode::WorkspaceWrite, Enforcement::Off, None);
+        assert_eq!(
+            workspace.check_write(&real_work.join("a/b.txt"), &work, &[]),
+            Ok(())
+        );
+        // (Not a path under the system temp dir, which is a root of its own.)
+        assert!(
+            workspace
+                .check_write(Path::new("/etc/kimi-notes"), &work, &[])
+                .is_err()
+        );
+
         let tmp = tempfile::Builder::new().tempdir_in(&private).unwrap();
         let tmp_path = tmp.path().to_path_buf();
-        std::os::unix::fs::symlink(&work, tmp_path.join("to-work")).unwrap();
         let read_only = sandbox(SandboxMode::ReadOnly, Enforcement::Off, Some(tmp));
         assert_eq!(read_only.check_write(&tmp_path.join("notes"), &work, &[]), Ok(()));
         let refused = read_only
-            .check_write(&tmp_path.join("to-work/notes"), &work, &[])
+            .check_write(&real_work.join("notes"), &work, &[])
             .unwrap_err();
         assert_eq!(
             refused,
             SandboxError::OutsideRoots {
-                path: work.join("notes"),
+                path: real_work.join("notes"),
                 mode: SandboxMode::ReadOnly,
                 roots: vec![tmp_path.clone()],
             }
@@ -546,7 +559,7 @@ mod tests {
         assert!(
             refused.to_string().starts_with(&format!(
                 "`{}` is outside the sandbox's writable roots (read-only): {}. ",
-                work.join("notes").display(),
+                real_work.join("notes").display(),
                 tmp_path.display()
             )),
             "{refused}"

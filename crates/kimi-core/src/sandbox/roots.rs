@@ -1,20 +1,16 @@
-//! Which directories a confined command may write, and where a path really points.
+//! Which directories a confined command may write.
 //!
-//! Both work on real paths: Landlock's rules hold on the directory a path names when the rule is made
-//! (symlinks followed), so the roots the in-process tools compare against must be those same
-//! directories, and a path the model gives must be followed through its symlinks before it is compared.
+//! The roots are real paths: Landlock's rules hold on the directory a path names when the rule is made
+//! (symlinks followed), so the roots the in-process file tools compare their (real) targets against
+//! must be those same directories.
 
-use std::ffi::OsString;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::SandboxMode;
 
 /// Shared memory (`shm_open`, POSIX semaphores) lives here: a temp dir in all but name, which test
 /// runners and browsers need.
 const SHARED_MEMORY_DIR: &str = "/dev/shm";
-
-/// How many symlinks [`real_path`] follows before it gives up, as the kernel's `ELOOP` limit.
-const MAX_SYMLINKS: usize = 40;
 
 /// What the writable roots are computed from.
 #[derive(Debug, Clone, Copy)]
@@ -73,56 +69,6 @@ fn configured_root(raw: &str, work_dir: &Path, home: Option<&Path>) -> PathBuf {
     }
 }
 
-/// Where `path` (absolute) really points, as `open(2)` would follow it: every symlink on the way is
-/// followed, the last one too even when its target does not exist yet (writing through a dangling link
-/// creates the target). Components that do not exist are taken as they are; `..` climbs from where
-/// the path really is so far. Past [`MAX_SYMLINKS`] links the rest is taken literally (the write then
-/// fails with `ELOOP` anyway).
-pub(crate) fn real_path(path: &Path) -> PathBuf {
-    let mut pending: Vec<OsString> = Vec::new();
-    push_components(&mut pending, path);
-    let mut out = PathBuf::from("/");
-    let mut followed = 0;
-    while let Some(name) = pending.pop() {
-        if name == ".." {
-            out.pop();
-            continue;
-        }
-        let candidate = out.join(&name);
-        let target = match std::fs::symlink_metadata(&candidate) {
-            Ok(meta) if meta.file_type().is_symlink() && followed < MAX_SYMLINKS => {
-                std::fs::read_link(&candidate).ok()
-            }
-            _ => None,
-        };
-        match target {
-            Some(target) => {
-                followed += 1;
-                if target.is_absolute() {
-                    out = PathBuf::from("/");
-                }
-                push_components(&mut pending, &target);
-            }
-            None => out = candidate,
-        }
-    }
-    out
-}
-
-/// Pushes the names and `..`s of `path` onto `stack` so that they pop in order (`.` and the root are
-/// dropped).
-fn push_components(stack: &mut Vec<OsString>, path: &Path) {
-    let names: Vec<OsString> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(name) => Some(name.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
-        })
-        .collect();
-    stack.extend(names.into_iter().rev());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,7 +85,7 @@ mod tests {
         fn new() -> Layout {
             let tmp = tempfile::tempdir().unwrap();
             let root = std::fs::canonicalize(tmp.path()).unwrap();
-            for dir in ["real-work", "extra", "tmp", "cfg", "home/cache", "outside"] {
+            for dir in ["real-work", "extra", "tmp", "cfg", "home/cache"] {
                 std::fs::create_dir_all(root.join(dir)).unwrap();
             }
             symlink(root.join("real-work"), root.join("work")).unwrap();
@@ -213,28 +159,5 @@ mod tests {
             roots_of(&layout, SandboxMode::DangerFullAccess, &extra, &["../cfg"]),
             Vec::<PathBuf>::new()
         );
-    }
-
-    #[test]
-    fn real_path_follows_links_on_the_way_and_a_dangling_last_one() {
-        let layout = Layout::new();
-        let work = layout.path("work");
-        symlink(layout.path("outside"), layout.path("real-work/out")).unwrap();
-        symlink(layout.path("outside/new.txt"), layout.path("real-work/dangling")).unwrap();
-        symlink("../outside", layout.path("real-work/relative")).unwrap();
-        symlink("loop", layout.path("real-work/loop")).unwrap();
-        let cases = [
-            (work.join("a/b.txt"), layout.path("real-work/a/b.txt")),
-            (work.join("out/file"), layout.path("outside/file")),
-            (work.join("dangling"), layout.path("outside/new.txt")),
-            (work.join("relative/x"), layout.path("outside/x")),
-            // `..` climbs from where the link really led, as the kernel does.
-            (work.join("out/../real-work/f"), layout.path("real-work/f")),
-            (work.join("missing/../f"), layout.path("real-work/f")),
-            (work.join("loop"), layout.path("real-work/loop")),
-        ];
-        for (given, expected) in cases {
-            assert_eq!(real_path(&given), expected, "{}", given.display());
-        }
     }
 }

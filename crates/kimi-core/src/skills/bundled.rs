@@ -50,10 +50,7 @@ pub fn materialize(share_dir: &Path) {
         if std::fs::read(&file).is_ok_and(|current| current == text.as_bytes()) {
             continue;
         }
-        let written = file
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&file, text));
+        let written = crate::private_files::write_atomic(&file, text.as_bytes());
         if let Err(e) = written {
             tracing::warn!(file = %file.display(), error = %e, "bundled skill not written; the model cannot read it by path");
         }

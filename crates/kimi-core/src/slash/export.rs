@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::context::{Context, estimate_tokens};
 use crate::soul::{Soul, TurnError, internal, system};
+use crate::text::shorten;
 
 /// Largest file or session `/import` takes (reference: 10 MB).
 const MAX_IMPORT_BYTES: u64 = 10 * 1024 * 1024;
@@ -278,23 +279,6 @@ fn is_internal(message: &Message) -> bool {
     text.starts_with("<system-reminder>")
         || text.starts_with("<notification ")
         || text.starts_with("<system>CHECKPOINT")
-}
-
-/// Collapses whitespace and clips to `width` characters, preferring a word boundary, with `…`.
-fn shorten(text: &str, width: usize) -> String {
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let chars: Vec<char> = text.chars().collect();
-    if chars.len() <= width {
-        return text;
-    }
-    let cut = width - 1;
-    let head: String = chars[..=cut.min(chars.len() - 1)].iter().collect();
-    let cut = match head.rfind(' ') {
-        Some(space) if space > 0 => head[..space].chars().count(),
-        _ => cut,
-    };
-    let kept: String = chars[..cut].iter().collect();
-    format!("{}\u{2026}", kept.trim_end())
 }
 
 /// A short hint for a tool call: a well-known argument, else the first short string argument.
@@ -683,8 +667,6 @@ mod tests {
         assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(unquote(" '/a b/c' "), "/a b/c");
         assert_eq!(unquote("\"x"), "\"x");
-        assert_eq!(shorten("one two three", 9), "one two\u{2026}");
-        assert_eq!(shorten("abcdefghij", 5), "abcd\u{2026}");
         assert_eq!(call_hint(Some("{\"flag\": true, \"text\": \"hi\"}")), "hi");
         assert_eq!(call_hint(Some("not json")), "");
         let dir = tempfile::tempdir().unwrap();

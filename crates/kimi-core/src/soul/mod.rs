@@ -4,6 +4,7 @@
 mod compaction;
 mod message;
 mod notify;
+mod remind;
 mod retry;
 mod step;
 mod turn;
@@ -24,6 +25,7 @@ use crate::mcp::McpManager;
 use crate::notifications::NotificationQueue;
 use crate::plan::PlanMode;
 use crate::recorder::WriteError;
+use crate::reminders::Reminders;
 use crate::skills::Skills;
 use crate::toolset::{DedupTracker, Toolset};
 
@@ -125,6 +127,11 @@ pub struct Soul {
     session: OnceLock<SessionInfo>,
     /// Nested turns (flow nodes, `/init`) begun and not yet ended; a cancelled turn closes them.
     pub(crate) open_nested_turns: AtomicU32,
+    /// The reminders this soul owes its model (none for subagents; see [`Soul::attach_reminders`]).
+    reminders: Mutex<Reminders>,
+    /// Ids of the calls the client saw (`ToolCall`) without their `ToolResult` yet, so a cancel or a
+    /// failed attempt can answer each (no await while held).
+    pub(crate) open_calls: Mutex<Vec<String>>,
 }
 
 /// What slash commands need to know about the session besides the conversation.
@@ -185,6 +192,8 @@ impl Soul {
             skills: OnceLock::new(),
             session: OnceLock::new(),
             open_nested_turns: AtomicU32::new(0),
+            open_calls: Mutex::new(Vec::new()),
+            reminders: Mutex::new(Reminders::none()),
             notifications: OnceLock::new(),
         }
     }

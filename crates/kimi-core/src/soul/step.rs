@@ -1,10 +1,13 @@
 //! One step: a model call streamed to the client, the tool calls it asked for, and the context growth.
 //!
-//! Tool calls start the moment the model finishes streaming them, while the rest of the answer still
-//! streams; `ToolResult` events go out in completion order and results reach the context in call order.
-//! The step's `StatusUpdate` goes out after the stream ends and before waiting for the tools (reference
-//! order). Retryable provider failures are retried here, with a `StepRetry` before each wait; nothing of a
-//! failed attempt reaches the context.
+//! Each tool call is handed to the step's scheduler the moment the model finishes streaming it: a plain
+//! read may start while the rest of the answer still streams; anything else (a write, a command, a
+//! question, a subagent, a client's tool) waits until the answer is complete, so an attempt that fails
+//! leaves no side effect and no request behind. `ToolResult` events go out in completion order and
+//! results reach the context in call order. The step's `StatusUpdate` goes out after the stream ends and
+//! before the waiting calls are released (reference order). Retryable provider failures are retried
+//! here, with a `StepRetry` before each wait; nothing of a failed attempt reaches the context, and each
+//! of its calls the client saw gets an error `ToolResult` saying it was dropped.
 
 use std::sync::Arc;
 
@@ -12,7 +15,9 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use kimi_llm::{ChatError, ChatProvider, ChatRequest, Message, StreamEvent};
-use kimi_wire::message::{ContentPart, Event, StatusUpdate, StepRetry, TokenUsage, ToolCall, ToolResult};
+use kimi_wire::message::{
+    ContentPart, Event, StatusUpdate, StepRetry, TokenUsage, ToolCall, ToolResult, ToolReturnValue,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::lock;
@@ -20,7 +25,7 @@ use super::message::tool_result_message;
 use super::turn::internal;
 use super::{Soul, TurnError};
 use crate::approval::ApprovalSource;
-use crate::toolset::{CallResult, Dispatch, StepVerdict};
+use crate::toolset::{CallResult, Dispatch, StepCalls, StepVerdict};
 
 /// Whether the loop goes on after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +46,7 @@ struct Streamed {
     usage: Option<TokenUsage>,
     results: Vec<Option<CallResult>>,
     running: FuturesUnordered<BoxFuture<'static, (usize, CallResult)>>,
+    calls: StepCalls,
 }
 
 impl Soul {
@@ -52,9 +58,11 @@ impl Soul {
     ) -> Result<StepOutcome, TurnError> {
         let llm = self.llm.clone().ok_or(TurnError::LlmNotSet)?;
         self.deliver_notifications().await?;
+        self.remind().await?;
         let (system_prompt, history) = {
             let context = self.context.lock().await;
-            (context.system_prompt().to_owned(), context.history())
+            let history = crate::reminders::merged(context.history());
+            (context.system_prompt().to_owned(), history)
         };
         let tools = self.toolset.specs();
         let dispatch = Dispatch::for_step(
@@ -74,7 +82,12 @@ impl Soul {
         let mut attempt = 1;
         let mut streamed = loop {
             lock(&self.dedup).begin_step();
-            match self.stream_once(llm.as_ref(), &request, &dispatch).await {
+            let result = self.stream_once(llm.as_ref(), &request, &dispatch).await;
+            if result.is_err() {
+                // The attempt's calls are gone with it; the client still hears about each it saw.
+                self.close_open_calls(Unfinished::Dropped).await;
+            }
+            match result {
                 Ok(streamed) => break streamed,
                 Err(e) if e.is_retryable() && attempt < max_attempts => {
                     let wait = self.settings.retry_backoff.wait(attempt, e.retry_after());
@@ -101,16 +114,28 @@ impl Soul {
         self.events
             .emit(Event::StatusUpdate(self.status_update(&streamed)))
             .await;
+        // Only now may writes, commands, questions and approvals go ahead.
+        streamed.calls.answer_complete();
+        let plan_mode_before = self.plan_mode();
         while let Some((index, result)) = streamed.running.next().await {
             self.emit_result(&result).await;
             streamed.results[index] = Some(result);
+        }
+        // A tool (EnterPlanMode, ExitPlanMode) changed plan mode: the client learns it now (reference).
+        if self.plan_mode() != plan_mode_before {
+            let update = StatusUpdate {
+                plan_mode: Some(self.plan_mode()),
+                ..StatusUpdate::default()
+            };
+            self.events.emit(Event::StatusUpdate(update)).await;
         }
         let results: Vec<CallResult> = streamed.results.into_iter().flatten().collect();
         let repeat_stop = lock(&self.dedup).end_step() == StepVerdict::ForceStop;
         if repeat_stop {
             tracing::warn!(step = n, "the same tool calls kept repeating; ending the turn");
         }
-        let rejected = results.iter().any(|r| r.rejected_without_feedback);
+        // A subagent goes on after a rejection and finds another way (reference).
+        let rejected = self.subagent.is_none() && results.iter().any(|r| r.rejected_without_feedback);
         let has_calls = !streamed.tool_calls.is_empty();
         self.grow_context(streamed.parts, streamed.tool_calls, streamed.usage, results)
             .await?;
@@ -138,6 +163,7 @@ impl Soul {
             usage: None,
             results: Vec::new(),
             running: FuturesUnordered::new(),
+            calls: dispatch.attempt(),
         };
         // The call still receiving argument deltas.
         let mut open_call: Option<ToolCall> = None;
@@ -163,12 +189,13 @@ impl Soul {
                     continue;
                 }
                 StreamEvent::ToolCall(call) => {
-                    self.start_call(&mut streamed, open_call.take(), dispatch);
+                    self.start_call(&mut streamed, open_call.take());
+                    lock(&self.open_calls).push(call.id.clone());
                     self.events.emit(Event::ToolCall(call.clone())).await;
                     open_call = Some(call);
                 }
                 StreamEvent::Part(part) => {
-                    self.start_call(&mut streamed, open_call.take(), dispatch);
+                    self.start_call(&mut streamed, open_call.take());
                     self.events.emit(Event::ContentPart(part.clone())).await;
                     push_part(&mut streamed.parts, part);
                 }
@@ -176,7 +203,7 @@ impl Soul {
                 StreamEvent::Usage(usage) => streamed.usage = Some(usage),
             }
         }
-        self.start_call(&mut streamed, open_call.take(), dispatch);
+        self.start_call(&mut streamed, open_call.take());
         if let Some(message) = empty_answer(&streamed) {
             return Err(ChatError::EmptyResponse {
                 message: message.to_owned(),
@@ -185,13 +212,13 @@ impl Soul {
         Ok(streamed)
     }
 
-    /// Starts a finished tool call (if any) and remembers it in call order.
-    fn start_call(&self, streamed: &mut Streamed, call: Option<ToolCall>, dispatch: &Dispatch) {
+    /// Hands a finished tool call (if any) to the scheduler and remembers it in call order.
+    fn start_call(&self, streamed: &mut Streamed, call: Option<ToolCall>) {
         let Some(call) = call else { return };
         let index = streamed.results.len();
         streamed.results.push(None);
         streamed.tool_calls.push(call.clone());
-        let running = dispatch.start(call, &mut lock(&self.dedup));
+        let running = streamed.calls.start(call, &mut lock(&self.dedup));
         streamed
             .running
             .push(Box::pin(async move { (index, running.await) }));
@@ -212,6 +239,12 @@ impl Soul {
     }
 
     async fn emit_result(&self, result: &CallResult) {
+        {
+            let mut open = lock(&self.open_calls);
+            if let Some(i) = open.iter().position(|id| *id == result.tool_call_id) {
+                open.remove(i);
+            }
+        }
         self.events
             .emit(Event::ToolResult(ToolResult {
                 tool_call_id: result.tool_call_id.clone(),
@@ -250,6 +283,49 @@ impl Soul {
             context.append(message).map_err(internal)?;
         }
         Ok(())
+    }
+}
+
+/// Why a call the client saw ends without running to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unfinished {
+    /// The model's answer broke off (the attempt failed): the call was dropped with it.
+    Dropped,
+    /// The turn was cancelled while the call waited or ran.
+    Cancelled,
+}
+
+impl Unfinished {
+    fn result(self) -> ToolReturnValue {
+        match self {
+            Self::Dropped => ToolReturnValue::error(
+                "",
+                "This call was dropped: the model's answer broke off before it was complete.",
+                "Dropped",
+            ),
+            Self::Cancelled => ToolReturnValue::error(
+                "",
+                "The turn was cancelled before this call finished.",
+                "Cancelled",
+            ),
+        }
+    }
+}
+
+impl Soul {
+    /// Sends an error `ToolResult` for every call the client saw whose result it has not seen, so each
+    /// `ToolCall` is answered before `TurnEnd`. Nothing here enters the context: the step it belongs to
+    /// is not recorded there.
+    pub(super) async fn close_open_calls(&self, why: Unfinished) {
+        let open = std::mem::take(&mut *lock(&self.open_calls));
+        for tool_call_id in open {
+            self.events
+                .emit(Event::ToolResult(ToolResult {
+                    tool_call_id,
+                    return_value: why.result(),
+                }))
+                .await;
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use kimi_wire::message::{
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::CompactionTrigger;
-use super::step::StepOutcome;
+use super::step::{StepOutcome, Unfinished};
 use super::{Soul, TurnError, TurnOutcome};
 
 /// How a model turn ended, with what flows need beyond the outcome.
@@ -47,6 +47,7 @@ impl Soul {
     ) -> Result<TurnOutcome, TurnError> {
         // Stale steers from an earlier turn do not leak into this one.
         let _ = self.take_steers();
+        super::lock(&self.open_calls).clear();
         super::lock(&self.dedup).reset();
         let prompt = match &input {
             UserInput::Text(text) => text.clone(),
@@ -91,6 +92,8 @@ impl Soul {
             () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
             result = self.turn_with_stop_hook(input, &source, &cancel) => result,
         };
+        // A cancel drops the step with its calls: each call the client saw still gets its ToolResult.
+        self.close_open_calls(Unfinished::Cancelled).await;
         // A cancel drops nested turns (flow nodes, `/init`) before they end: close them first, so every
         // TurnBegin has its TurnEnd.
         for _ in 0..self.open_nested_turns.swap(0, Ordering::SeqCst) {

@@ -7,21 +7,25 @@
 //! # What it detects
 //!
 //! * **Same-step duplicates.** A call whose [`CallKey`] already ran earlier in the same step is not run
-//!   again; it joins the first call and reuses its result ([`Verdict::JoinInFlight`]).
+//!   again; it joins the first call and reuses its result ([`Verdict::JoinInFlight`]). This compares the
+//!   arguments exactly (canonical JSON), since the joined call gets the first one's result.
 //! * **Plain repeats across steps** (the reference behaviour). All calls since the last reset form one
 //!   flat sequence, in step order and call order, same-step duplicates included. The *run* of a call is
-//!   the number of identical keys that end the sequence once the call is added: a different key restarts
-//!   it at 1. Several different calls in one step therefore leave only the last one's run alive. Only
+//!   the number of repeated keys that end the sequence once the call is added: a different key restarts
+//!   it at 1. Repeats are judged on the [`RepeatKey`], which also ignores how string arguments are
+//!   spaced (`echo x`, `echo  x` and `echo x ` repeat each other; seeds/000 §7: the reference is fooled
+//!   by a byte of difference). Several different calls in one step therefore leave only the last one's run alive. Only
 //!   the first occurrence of a key in a step can carry a run above 1 that matters, and that is where the
 //!   reminder lands.
 //! * **Repeated whole steps and short cycles** (an improvement on the reference, seeds/000 §7: it never
 //!   escalates `A, B, A, B, …` nor a step that keeps issuing the same two calls in parallel). Every step
-//!   gets a *signature*: the set of distinct keys it called. For a period `p` of 1, 2 or 3 steps, let
+//!   gets a *signature*: the set of distinct repeat keys it called. For a period `p` of 1 to 6 steps, let
 //!   `m` be the number of most recent consecutive steps whose signature equals the signature `p` steps
 //!   before it. The cycle's streak is `m + 1`, counted like a plain repeat: the first pass through the
 //!   cycle is 1, and each later step that replays its counterpart from one period earlier adds one. A
-//!   cycle of period 2 or 3 only counts once a whole period has been replayed (`m >= p`); before that
-//!   it is indistinguishable from a revisit after other work. With one call per step and `p = 1` this
+//!   cycle of period 2 or more only counts once a whole period has been replayed (`m >= p`); before that
+//!   it is indistinguishable from a revisit after other work. A loop of up to six different calls, one
+//!   per step, is therefore caught. With one call per step and `p = 1` this
 //!   is exactly the plain run; `p = 1` with several calls per step catches a repeated parallel batch.
 //!
 //! Progress is never mistaken for a cycle: a loop in which one call changes each time (`read, test,
@@ -53,8 +57,8 @@ pub const REMINDER_STOP_AT: u32 = 8;
 /// Streak at which the turn is ended after the current step (seeds/000 §3.4, `_REPEAT_FORCE_STOP_STREAK`).
 pub const FORCE_STOP_AT: u32 = 12;
 
-/// Longest cycle, in steps, that is detected.
-const MAX_CYCLE_PERIOD: usize = 3;
+/// Longest cycle, in steps, that is detected (a loop of up to six different calls).
+const MAX_CYCLE_PERIOD: usize = 6;
 /// Longest canonical argument text quoted in a firm reminder, in characters.
 const MAX_QUOTED_ARGS_CHARS: usize = 1000;
 
@@ -67,17 +71,37 @@ const MAX_QUOTED_ARGS_CHARS: usize = 1000;
 pub struct CallKey {
     tool_name: String,
     canonical_args: String,
+    repeat: RepeatKey,
+}
+
+/// What makes two calls repeat each other: the tool name and the canonical JSON of the arguments with
+/// every string's whitespace collapsed (runs of whitespace become one space, none at either end).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RepeatKey {
+    tool_name: String,
+    loose_args: String,
 }
 
 impl CallKey {
     /// The key of a call to `tool_name` with the parsed arguments `args`.
     pub fn new(tool_name: &str, args: &Value) -> Self {
         let mut canonical_args = String::new();
-        write_canonical(&mut canonical_args, args);
+        write_canonical(&mut canonical_args, args, Spacing::Exact);
+        let mut loose_args = String::new();
+        write_canonical(&mut loose_args, args, Spacing::Collapsed);
         Self {
             tool_name: tool_name.to_owned(),
             canonical_args,
+            repeat: RepeatKey {
+                tool_name: tool_name.to_owned(),
+                loose_args,
+            },
         }
+    }
+
+    /// The key repeats are judged on.
+    pub fn repeat_key(&self) -> &RepeatKey {
+        &self.repeat
     }
 
     /// The tool the call goes to.
@@ -91,8 +115,17 @@ impl CallKey {
     }
 }
 
+/// How string values are written into a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spacing {
+    /// As they are.
+    Exact,
+    /// Runs of whitespace as one space, none at either end.
+    Collapsed,
+}
+
 /// Writes `value` as canonical JSON (sorted keys, compact, non-ASCII kept).
-fn write_canonical(out: &mut String, value: &Value) {
+fn write_canonical(out: &mut String, value: &Value, spacing: Spacing) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -104,7 +137,7 @@ fn write_canonical(out: &mut String, value: &Value) {
                 }
                 write_json_string(out, key);
                 out.push(':');
-                write_canonical(out, item);
+                write_canonical(out, item, spacing);
             }
             out.push('}');
         }
@@ -114,11 +147,16 @@ fn write_canonical(out: &mut String, value: &Value) {
                 if index > 0 {
                     out.push(',');
                 }
-                write_canonical(out, item);
+                write_canonical(out, item, spacing);
             }
             out.push(']');
         }
-        Value::String(text) => write_json_string(out, text),
+        Value::String(text) => match spacing {
+            Spacing::Exact => write_json_string(out, text),
+            Spacing::Collapsed => {
+                write_json_string(out, &text.split_whitespace().collect::<Vec<_>>().join(" "));
+            }
+        },
         Value::Null | Value::Bool(_) | Value::Number(_) => out.push_str(&value.to_string()),
     }
 }
@@ -231,16 +269,16 @@ impl Pattern {
     }
 }
 
-/// The trailing run of identical keys in the flat call sequence.
+/// The trailing run of repeated keys in the flat call sequence.
 #[derive(Debug, Clone, Default)]
 struct Run {
-    key: Option<CallKey>,
+    key: Option<RepeatKey>,
     len: u32,
 }
 
 impl Run {
     /// Adds `key` to the sequence and returns the new run length.
-    fn push(&mut self, key: &CallKey) -> u32 {
+    fn push(&mut self, key: &RepeatKey) -> u32 {
         if self.key.as_ref() == Some(key) {
             self.len = self.len.saturating_add(1);
         } else {
@@ -258,8 +296,10 @@ struct OpenStep {
     open: bool,
     /// The committed run advanced through this step's calls so far.
     run: Run,
-    /// Each distinct key of the step and the id of its first call.
+    /// Each distinct key of the step and the id of its first call (joins are exact).
     first_ids: BTreeMap<CallKey, String>,
+    /// The distinct repeat keys of the step so far (its signature).
+    signature: BTreeSet<RepeatKey>,
     /// Whether a call of this step reached [`FORCE_STOP_AT`].
     force_stop: bool,
 }
@@ -270,7 +310,7 @@ pub struct DedupTracker {
     /// The run as of the last completed step.
     run: Run,
     /// Signatures of the last completed steps, oldest first, at most [`MAX_CYCLE_PERIOD`].
-    history: VecDeque<BTreeSet<CallKey>>,
+    history: VecDeque<BTreeSet<RepeatKey>>,
     /// `matches[p - 1]`: how many most recent completed steps in a row equal the step `p` before them.
     matches: [u32; MAX_CYCLE_PERIOD],
     step: OpenStep,
@@ -289,6 +329,7 @@ impl DedupTracker {
             open: true,
             run: self.run.clone(),
             first_ids: BTreeMap::new(),
+            signature: BTreeSet::new(),
             force_stop: false,
         };
     }
@@ -298,13 +339,20 @@ impl DedupTracker {
         if !self.step.open {
             self.begin_step();
         }
-        let run = self.step.run.push(key);
+        let run = self.step.run.push(key.repeat_key());
         if let Some(first) = self.step.first_ids.get(key) {
             return Verdict::JoinInFlight {
                 first_tool_call_id: first.clone(),
             };
         }
         self.step.first_ids.insert(key.clone(), tool_call_id.to_owned());
+        if !self.step.signature.insert(key.repeat_key().clone()) {
+            // Spaced differently from an earlier call of this step: it extends the run, but the step's
+            // signature (so its cycle streak) is unchanged and was already reported.
+            return Verdict::Run {
+                reminder: self.reminder(run, Pattern::SameCall, key),
+            };
+        }
 
         let (mut streak, mut pattern) = (run, Pattern::SameCall);
         if let Some((period, cycle_streak)) = self.projected_cycle()
@@ -317,16 +365,22 @@ impl DedupTracker {
                 Pattern::Cycle(period)
             };
         }
+        Verdict::Run {
+            reminder: self.reminder(streak, pattern, key),
+        }
+    }
+
+    /// The reminder a call with `streak` earns, recording a forced stop at [`FORCE_STOP_AT`].
+    fn reminder(&mut self, streak: u32, pattern: Pattern, key: &CallKey) -> Option<Reminder> {
         if streak >= FORCE_STOP_AT {
             self.step.force_stop = true;
         }
-        let reminder = ReminderLevel::for_streak(streak).map(|level| Reminder {
+        ReminderLevel::for_streak(streak).map(|level| Reminder {
             level,
             text: reminder_text(level, pattern, key, streak),
             streak,
             period: pattern.period(),
-        });
-        Verdict::Run { reminder }
+        })
     }
 
     /// Ends the step once all its results are in: advances the streaks, or forgets everything if the
@@ -334,12 +388,13 @@ impl DedupTracker {
     pub fn end_step(&mut self) -> StepVerdict {
         if self.step.open {
             self.step.open = false;
-            let first_ids = std::mem::take(&mut self.step.first_ids);
-            if first_ids.is_empty() {
+            self.step.first_ids.clear();
+            let signature = std::mem::take(&mut self.step.signature);
+            if signature.is_empty() {
                 self.forget_history();
             } else {
                 self.run = std::mem::take(&mut self.step.run);
-                self.push_signature(first_ids.into_keys().collect());
+                self.push_signature(signature);
             }
         }
         if self.step.force_stop {
@@ -359,14 +414,13 @@ impl DedupTracker {
     /// A step "completes" a period-`p` match when its distinct keys so far are exactly the keys of the
     /// step `p` before it. The set only grows, so this happens at most once per period and step.
     fn projected_cycle(&self) -> Option<(u32, u32)> {
-        let keys = &self.step.first_ids;
+        let keys = &self.step.signature;
         let mut best: Option<(u32, u32)> = None;
         for period in 1..=MAX_CYCLE_PERIOD {
             let Some(index) = self.history.len().checked_sub(period) else {
                 break;
             };
-            let target = &self.history[index];
-            if target.len() != keys.len() || !target.iter().eq(keys.keys()) {
+            if self.history[index] != *keys {
                 continue;
             }
             let replayed = self.matches[period - 1].saturating_add(1);
@@ -383,7 +437,7 @@ impl DedupTracker {
     }
 
     /// Records a completed step's signature and updates the per-period match counts.
-    fn push_signature(&mut self, signature: BTreeSet<CallKey>) {
+    fn push_signature(&mut self, signature: BTreeSet<RepeatKey>) {
         for period in 1..=MAX_CYCLE_PERIOD {
             let same = self
                 .history
@@ -446,7 +500,7 @@ fn reminder_text(level: ReminderLevel, pattern: Pattern, key: &CallKey, streak: 
                 "{what} It is not moving the task forward.\n\
                  Repeated call:\n\
                  - tool: {name}\n\
-                 - repeat count: {streak}\n\
+                 - repeated_times: {streak}\n\
                  - arguments: {args}\n\
                  Do not send {name} these arguments again. Study the latest result, then take a \
                  different next step, use other arguments, or wrap the task up if what you have is \
@@ -624,14 +678,88 @@ mod tests {
                 "- - - - - - - - - -",
             ),
             (
-                "pairs of repeats do not add up",
+                "pairs of repeats do not add up, but their pattern is a loop of four steps",
                 "A A B B A A B B A A",
-                "- - - - - - - - - -",
+                "- - - - - - - f f f",
+            ),
+            (
+                "a loop of four different calls escalates once replayed whole",
+                "A B C D A B C D A B C D A B C",
+                "- - - - - - - f f f s s s s s!",
+            ),
+            (
+                "a loop of six different calls escalates once replayed whole",
+                "A B C D E F A B C D E F A B C D E",
+                "- - - - - - - - - - - f s s s s s!",
+            ),
+            (
+                "a loop of seven is beyond the detector",
+                "A B C D E F G A B C D E F G A B C D E F G",
+                "- - - - - - - - - - - - - - - - - - - - -",
             ),
         ];
         for (name, steps, expected) in rows {
             assert_eq!(play(steps), *expected, "{name}");
         }
+    }
+
+    #[test]
+    fn string_spacing_does_not_hide_a_repeat_but_joins_stay_exact() {
+        let shell = |command: &str| CallKey::new("Shell", &json!({ "command": command }));
+        let spellings = ["echo x", "echo  x", "echo x ", "\techo\nx", "echo x"];
+        let mut tracker = DedupTracker::new();
+        let mut symbols = String::new();
+        for (i, command) in spellings.iter().enumerate() {
+            tracker.begin_step();
+            symbols.push(symbol(&tracker.observe(&shell(command), &format!("call_{i}"))));
+            tracker.end_step();
+        }
+        assert_eq!(symbols, "--ggf");
+        assert_ne!(shell("echo x"), shell("echo  x"));
+        assert_eq!(shell("echo x").repeat_key(), shell(" echo   x ").repeat_key());
+        assert_ne!(shell("echo x").repeat_key(), shell("echox").repeat_key());
+
+        // In one step, differently spaced calls both run (only an exact twin joins), and the run counts
+        // both.
+        let mut tracker = DedupTracker::new();
+        tracker.begin_step();
+        assert_eq!(
+            tracker.observe(&shell("ls"), "a"),
+            Verdict::Run { reminder: None }
+        );
+        assert_eq!(
+            tracker.observe(&shell("ls "), "b"),
+            Verdict::Run { reminder: None }
+        );
+        assert!(matches!(
+            tracker.observe(&shell(" ls"), "c"),
+            Verdict::Run {
+                reminder: Some(Reminder { streak: 3, .. })
+            }
+        ));
+        assert!(matches!(
+            tracker.observe(&shell("ls "), "d"),
+            Verdict::JoinInFlight { .. }
+        ));
+        assert_eq!(tracker.end_step(), StepVerdict::Continue);
+    }
+
+    #[test]
+    fn whitespace_variants_reach_the_forced_stop() {
+        let mut tracker = DedupTracker::new();
+        let mut verdicts = Vec::new();
+        for i in 0..FORCE_STOP_AT {
+            let command = format!("make{}test", " ".repeat(1 + (i as usize % 3)));
+            tracker.begin_step();
+            tracker.observe(&CallKey::new("Shell", &json!({ "command": command })), "id");
+            verdicts.push(tracker.end_step());
+        }
+        assert_eq!(verdicts.last(), Some(&StepVerdict::ForceStop));
+        assert!(
+            verdicts[..verdicts.len() - 1]
+                .iter()
+                .all(|v| *v == StepVerdict::Continue)
+        );
     }
 
     #[test]
@@ -822,7 +950,7 @@ mod tests {
         let firm = repeat(6);
         assert_eq!(firm.level, ReminderLevel::Firm);
         assert!(firm.text.contains("- tool: Grep\n"), "{}", firm.text);
-        assert!(firm.text.contains("- repeat count: 6\n"), "{}", firm.text);
+        assert!(firm.text.contains("- repeated_times: 6\n"), "{}", firm.text);
         assert!(
             firm.text
                 .contains(r#"- arguments: {"path":"src/ü","pattern":"fn main"}"#),

@@ -9,7 +9,7 @@ use kimi_wire::message::{Request, ToolCallRequest, ToolResult, ToolReturnValue};
 use kimi_wire::{Abandoned, Answer, RequestScope};
 use serde_json::Value;
 
-use super::tool::{CallContext, Plan, Tool};
+use super::tool::{Access, CallContext, Plan, Tool};
 use crate::events::EventSink;
 
 /// Why an external tool's parameter schema was refused.
@@ -66,8 +66,9 @@ impl Tool for ExternalTool {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let run = Box::pin(async move { self.call_client(ctx).await });
-            // The client decides what its tool may do; nothing to approve on our side.
-            Ok(Plan::read_only(run))
+            // The client decides what its tool may do; nothing to approve on our side. But it may change
+            // anything, so it runs alone, in the model's order.
+            Ok(Plan::read_only(run).with_access(Access::Change))
         })
     }
 

@@ -1,9 +1,12 @@
 //! The toolset: the registry of tools and the pipeline every call goes through.
 //!
-//! A call goes: find the tool → parse the arguments → de-duplicate → PreToolUse hooks → plan (validate,
-//! declare the effect) → approval for side effects → run → PostToolUse hooks → output budget → result.
-//! Every call of a step starts as soon as the model finishes streaming it; read-only calls run
-//! concurrently, side-effecting calls run one at a time in the order they were approved.
+//! A call goes: find the tool → parse the arguments → de-duplicate → plan (validate, declare the effect
+//! and the access) → PreToolUse hooks → approval for side effects → wait for its turn → run →
+//! PostToolUse (or PostToolUseFailure) hooks → output budget → result.
+//!
+//! The calls of a step are ordered by the step scheduler (`schedule.rs`, seeds/003): consecutive reads
+//! run together, a call that may change something runs alone in the model's order, and nothing but a
+//! plain read starts (or is put to the user) before the model's answer is complete.
 //!
 //! A result has two faces ([`CallResult`]): the client's `ToolResult` shows the whole output, the model's
 //! context gets it through the [`OutputBudget`] (head and tail, the whole saved in the session folder).
@@ -11,6 +14,7 @@
 mod budget;
 mod dedup;
 mod external;
+mod schedule;
 mod tool;
 
 use std::collections::{BTreeSet, HashMap};
@@ -30,13 +34,20 @@ pub use budget::{MODEL_OUTPUT_MAX_CHARS, OutputBudget, TOOL_OUTPUTS_DIR};
 use dedup::Verdict as DedupVerdict;
 pub use dedup::{
     CallKey, DedupTracker, FORCE_STOP_AT, REMINDER_FIRM_AT, REMINDER_GENTLE_AT, REMINDER_STOP_AT, Reminder,
-    ReminderLevel, StepVerdict, append_reminder,
+    ReminderLevel, RepeatKey, StepVerdict, append_reminder,
 };
 pub use external::{ExternalTool, SchemaError};
-pub use tool::{ApprovalAsk, CallContext, Effect, Plan, Tool, UserRejection, parse_args, schema_for};
+use schedule::{Lane, Schedule, SlotGuard};
+pub use tool::{Access, ApprovalAsk, CallContext, Effect, Plan, Tool, UserRejection, parse_args, schema_for};
 
 /// The message the model gets when the user rejects a call without saying why (reference text).
 pub const REJECTED_MESSAGE: &str = "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.";
+
+/// What a subagent is told when the user rejects one of its calls without saying why: find another
+/// way or report the limit, but do not retry nor work around it (our words for the reference's intent).
+pub const SUBAGENT_REJECTED_MESSAGE: &str = "The user rejected this tool call. Reach the goal another way \
+    if there is one; if there is none, say in your report what you could not do and why. Do not send the \
+    same call again, and do not try to get around the refusal by other means.";
 
 /// The registered tools, in the order the model sees them.
 #[derive(Debug, Default)]
@@ -136,9 +147,9 @@ impl CallResult {
 }
 
 /// Results of a step's calls by tool call id, published when each finishes.
-pub type InFlight = Arc<Mutex<HashMap<String, watch::Receiver<Option<CallResult>>>>>;
+type InFlight = Arc<Mutex<HashMap<String, watch::Receiver<Option<CallResult>>>>>;
 
-/// Everything a call needs besides the tool itself.
+/// Everything a step's calls need besides the tools themselves.
 #[derive(Clone, Debug)]
 pub struct Dispatch {
     /// Registry.
@@ -147,13 +158,9 @@ pub struct Dispatch {
     pub approvals: Arc<ApprovalRuntime>,
     /// Who asks.
     pub source: ApprovalSource,
-    /// Serializes side-effecting runs within a step.
-    pub exclusive: Arc<tokio::sync::Mutex<()>>,
     /// The turn's cancellation.
     pub cancel: CancellationToken,
-    /// Results of this step's calls, for identical calls that join them.
-    pub in_flight: InFlight,
-    /// Hook engine (PreToolUse may block a call; PostToolUse observes it).
+    /// Hook engine (PreToolUse may block a call; PostToolUse / PostToolUseFailure observe it).
     pub hooks: Arc<HookEngine>,
     /// In plan mode, the only file a call may write (approved without asking).
     pub plan_file: Option<std::path::PathBuf>,
@@ -172,9 +179,7 @@ impl Dispatch {
             toolset,
             approvals,
             source,
-            exclusive: Arc::new(tokio::sync::Mutex::new(())),
             cancel,
-            in_flight: Arc::new(Mutex::new(HashMap::new())),
             hooks,
             plan_file: None,
         }
@@ -185,6 +190,15 @@ impl Dispatch {
     pub fn with_plan_file(mut self, plan_file: Option<std::path::PathBuf>) -> Self {
         self.plan_file = plan_file;
         self
+    }
+
+    /// The calls of one attempt at the step: a fresh schedule, nothing in flight.
+    pub fn attempt(&self) -> StepCalls {
+        StepCalls {
+            dispatch: self.clone(),
+            schedule: Schedule::new(),
+            in_flight: Arc::default(),
+        }
     }
 
     /// Plan mode: a write anywhere but the plan file is refused; a write to the plan file needs no
@@ -207,12 +221,51 @@ impl Dispatch {
         Some(Ok(()))
     }
 
-    /// Starts `call`: resolves the tool and arguments and consults `dedup` now (in call order), and
-    /// returns the rest of the pipeline as a future.
+    /// Whether `effect` may go ahead: plan mode's rule for writes, then the approval runtime. `Err`
+    /// carries the result to give the model instead, and whether the user rejected without feedback.
+    async fn allow(
+        &self,
+        call: &ToolCall,
+        name: &str,
+        effect: &Effect,
+    ) -> Result<(), (ToolReturnValue, bool)> {
+        let Some(ask) = effect.approval() else {
+            return Ok(());
+        };
+        match self.plan_mode_verdict(ask).await {
+            Some(Err(refusal)) => return Err((refusal, false)),
+            Some(Ok(())) => return Ok(()),
+            None => {}
+        }
+        match self.approvals.request(&self.source, &call.id, name, ask).await {
+            Verdict::Approved => Ok(()),
+            Verdict::Rejected { feedback } => Err(rejection(feedback, self.source.agent_id.is_some())),
+        }
+    }
+}
+
+/// The calls of one attempt at a step, scheduled together (see `schedule.rs`).
+#[derive(Debug)]
+pub struct StepCalls {
+    dispatch: Dispatch,
+    schedule: Schedule,
+    in_flight: InFlight,
+}
+
+impl StepCalls {
+    /// The model's answer is complete: calls that wait for it (anything but plain reads) may go on.
+    pub fn answer_complete(&self) {
+        self.schedule.complete_answer();
+    }
+
+    /// Starts `call`, the next one in the model's order: resolves the tool and arguments and consults
+    /// `dedup` now (in call order), and returns the rest of the pipeline as a future, which waits for
+    /// its turn in the step's schedule.
     pub fn start(&self, call: ToolCall, dedup: &mut DedupTracker) -> BoxFuture<'static, CallResult> {
+        let slot = self.schedule.add();
         let tool_call_id = call.id.clone();
         let name = call.function.name.clone();
-        let Some(tool) = self.toolset.find(&name) else {
+        let Some(tool) = self.dispatch.toolset.find(&name) else {
             let message = format!("Tool `{name}` not found");
             return Box::pin(std::future::ready(CallResult::same(
                 tool_call_id,
@@ -230,12 +283,15 @@ impl Dispatch {
         };
         match dedup.observe(&CallKey::new(&name, &args), &call.id) {
             DedupVerdict::JoinInFlight { first_tool_call_id } => {
+                // It runs nothing itself: a read, finished when the call it joins is.
+                slot.classify(Lane::Shared { early: true });
                 let receiver = lock(&self.in_flight).get(&first_tool_call_id).cloned();
                 Box::pin(async move {
                     let joined = match receiver {
                         Some(mut rx) => rx.wait_for(Option::is_some).await.ok().and_then(|v| v.clone()),
                         None => None,
                     };
+                    drop(slot);
                     match joined {
                         Some(first) => CallResult {
                             tool_call_id,
@@ -256,10 +312,12 @@ impl Dispatch {
             DedupVerdict::Run { reminder } => {
                 let (tx, rx) = watch::channel(None);
                 lock(&self.in_flight).insert(call.id.clone(), rx);
-                let dispatch = self.clone();
-                let budget = self.toolset.output_budget();
+                let dispatch = self.dispatch.clone();
+                let budget = dispatch.toolset.output_budget();
                 Box::pin(async move {
-                    let (mut value, rejected) = dispatch.run_pipeline(tool, &name, &call, args).await;
+                    let (mut value, rejected) = dispatch.run_pipeline(&slot, tool, &name, &call, args).await;
+                    // Whoever waits on this call (a later write, a join) may go on once its result is in.
+                    drop(slot);
                     let mut model_value = match budget.apply(&call.id, &value).await {
                         Some(cut) => cut,
                         None => value.clone(),
@@ -281,15 +339,40 @@ impl Dispatch {
             }
         }
     }
+}
 
-    /// Plan → approval → run, for a call whose tool and arguments are known.
+impl Dispatch {
+    /// Plan → (the answer complete, unless a plain read) → PreToolUse → plan mode / approval → the
+    /// call's turn → run → PostToolUse or PostToolUseFailure, for a call whose tool and arguments are
+    /// known. Returns the result and whether the user rejected it without feedback.
     async fn run_pipeline(
         &self,
+        slot: &SlotGuard,
         tool: Arc<dyn Tool>,
         name: &str,
         call: &ToolCall,
         args: Value,
     ) -> (ToolReturnValue, bool) {
+        let mut ctx = CallContext::new(&call.id, call.function.arguments.clone(), self.cancel.clone());
+        ctx.plan_mode = self.plan_file.is_some();
+        let user_rejection = ctx.user_rejection.clone();
+
+        // Planning only validates and reads, so it happens at once, in the model's order.
+        slot.planning_turn().await;
+        let first = Arc::clone(&tool).plan(args.clone(), ctx.clone()).await;
+        // A plan that failed after a call that may change things (a ReadFile of a file a Shell is
+        // about to create) is only provisional: it is made again at its turn.
+        let provisional = first.is_err() && slot.changes_before();
+        let lane = match &first {
+            Ok(plan) => Lane::of(plan.access, plan.effect.approval().is_some()),
+            Err(_) if provisional => Lane::Alone,
+            Err(_) => Lane::Shared { early: true },
+        };
+        slot.classify(lane);
+        if lane != (Lane::Shared { early: true }) {
+            slot.answer_complete().await;
+        }
+
         // The hook inputs copy the arguments and the output: built only when some hook could use them.
         if self.hooks.has_hooks_for(HookEvent::PreToolUse) {
             let pre = hook_input::pre_tool_use(name, args.clone(), &call.id);
@@ -304,44 +387,59 @@ impl Dispatch {
                 return (ToolReturnValue::error("", message, "Hook blocked"), false);
             }
         }
-        let hook_args = self
-            .hooks
-            .has_hooks_for(HookEvent::PostToolUse)
-            .then(|| args.clone());
-        let mut ctx = CallContext::new(&call.id, call.function.arguments.clone(), self.cancel.clone());
-        ctx.plan_mode = self.plan_file.is_some();
-        let user_rejection = ctx.user_rejection.clone();
-        let plan = match tool.plan(args, ctx).await {
+        let plan = match first {
             Ok(plan) => plan,
-            Err(value) => return (value, false),
-        };
-        let _exclusive = match &plan.effect {
-            Effect::ReadOnly => None,
-            Effect::SideEffect(ask) => {
-                match self.plan_mode_verdict(ask).await {
-                    Some(Err(refusal)) => return (refusal, false),
-                    Some(Ok(())) => return (plan.run.await, user_rejection.is_recorded()),
-                    None => {}
+            Err(_) if provisional => {
+                slot.start_turn().await;
+                match tool.plan(args.clone(), ctx).await {
+                    Ok(plan) => plan,
+                    Err(value) => return self.after_run(name, args, &call.id, value, false),
                 }
-                match self.approvals.request(&self.source, &call.id, name, ask).await {
-                    Verdict::Approved => {}
-                    Verdict::Rejected { feedback } => return rejection(feedback),
-                }
-                Some(self.exclusive.lock().await)
             }
+            Err(value) => return self.after_run(name, args, &call.id, value, false),
         };
-        let value = plan.run.await;
-        if let Some(hook_args) = hook_args {
-            let post = hook_input::post_tool_use(name, hook_args, &tool_output_text(&value), &call.id);
-            self.hooks
-                .trigger_detached(HookEvent::PostToolUse, name.to_owned(), post);
+        if let Err((value, rejected)) = self.allow(call, name, &plan.effect).await {
+            return self.after_run(name, args, &call.id, value, rejected);
         }
-        (value, user_rejection.is_recorded())
+        slot.start_turn().await;
+        let value = plan.run.await;
+        self.after_run(name, args, &call.id, value, user_rejection.is_recorded())
+    }
+
+    /// Fires PostToolUse for a result, PostToolUseFailure for an error, in the background.
+    fn after_run(
+        &self,
+        name: &str,
+        args: Value,
+        tool_call_id: &str,
+        value: ToolReturnValue,
+        rejected: bool,
+    ) -> (ToolReturnValue, bool) {
+        let event = if value.is_error {
+            HookEvent::PostToolUseFailure
+        } else {
+            HookEvent::PostToolUse
+        };
+        if self.hooks.has_hooks_for(event) {
+            let input = if value.is_error {
+                hook_input::post_tool_use_failure(name, args, &value.message, tool_call_id)
+            } else {
+                hook_input::post_tool_use(name, args, &tool_output_text(&value), tool_call_id)
+            };
+            self.hooks.trigger_detached(event, name.to_owned(), input);
+        }
+        (value, rejected)
     }
 }
 
-fn rejection(feedback: Option<String>) -> (ToolReturnValue, bool) {
+/// The result of a rejected call, and whether it stops the turn. A subagent is told to find another
+/// way instead (reference: its turn goes on, seeds/000 section 4.3).
+fn rejection(feedback: Option<String>, subagent: bool) -> (ToolReturnValue, bool) {
     match feedback {
+        None if subagent => (
+            ToolReturnValue::error("", SUBAGENT_REJECTED_MESSAGE, "Rejected by user"),
+            false,
+        ),
         None => (
             ToolReturnValue::error("", REJECTED_MESSAGE, "Rejected by user"),
             true,

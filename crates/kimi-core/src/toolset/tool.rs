@@ -4,6 +4,9 @@
 //! anything. Phase two is the returned future, which the toolset polls only after hooks and approval have
 //! allowed it. Because approval is decided from the declared effect by the toolset, a tool cannot forget
 //! to ask (the reference leaves that to each tool; seeds/000 section 7).
+//!
+//! Besides the effect, a plan says how the call may share time with the other calls of its step
+//! ([`Access`]); the step scheduler (`schedule.rs`) orders the calls from it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +28,16 @@ pub enum Effect {
     SideEffect(ApprovalAsk),
 }
 
+impl Effect {
+    /// The question to put to the user before the call runs, if any.
+    pub fn approval(&self) -> Option<&ApprovalAsk> {
+        match self {
+            Self::ReadOnly => None,
+            Self::SideEffect(ask) => Some(ask),
+        }
+    }
+}
+
 /// The approval question a side-effecting call puts to the user, in the reference's terms.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalAsk {
@@ -36,6 +49,21 @@ pub struct ApprovalAsk {
     pub display: Vec<DisplayBlock>,
     /// Files the call writes; plan mode only allows the plan file.
     pub writes: Vec<PathBuf>,
+}
+
+/// How a call may share time with the other calls of its step (seeds/003: reads together, changes one
+/// at a time in the model's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only reads: may start while the model is still answering and runs beside the other calls.
+    Read,
+    /// Reaches the user or the client, or changes the session's own state (a question, plan mode, a
+    /// subagent, the todo list): starts only once the model's answer is complete, beside the other
+    /// calls. A subagent orders and approves its own calls.
+    Interact,
+    /// May change the world (a write, a command, a client's tool): starts only once the model's answer
+    /// is complete, after every earlier call of the step has finished, and every later call waits for it.
+    Change,
 }
 
 /// Per-call facts a tool may need besides its own dependencies.
@@ -89,8 +117,10 @@ impl UserRejection {
 
 /// A validated call, ready to run once allowed.
 pub struct Plan {
-    /// What the call would do.
+    /// What the call would do, and so whether it needs approval.
     pub effect: Effect,
+    /// How it may share time with the step's other calls.
+    pub access: Access,
     /// The work itself; not started until polled.
     pub run: BoxFuture<'static, ToolReturnValue>,
 }
@@ -99,25 +129,46 @@ impl std::fmt::Debug for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plan")
             .field("effect", &self.effect)
+            .field("access", &self.access)
             .finish_non_exhaustive()
     }
 }
 
 impl Plan {
-    /// A read-only plan.
+    /// A read-only plan ([`Access::Read`]).
     pub fn read_only(run: BoxFuture<'static, ToolReturnValue>) -> Self {
         Self {
             effect: Effect::ReadOnly,
+            access: Access::Read,
             run,
         }
     }
 
-    /// A plan that needs approval first.
+    /// A plan that talks to the user or the client, or changes session state, without needing
+    /// approval ([`Access::Interact`]).
+    pub fn interactive(run: BoxFuture<'static, ToolReturnValue>) -> Self {
+        Self {
+            effect: Effect::ReadOnly,
+            access: Access::Interact,
+            run,
+        }
+    }
+
+    /// A plan that needs approval first and may change the world ([`Access::Change`]).
     pub fn side_effect(ask: ApprovalAsk, run: BoxFuture<'static, ToolReturnValue>) -> Self {
         Self {
             effect: Effect::SideEffect(ask),
+            access: Access::Change,
             run,
         }
+    }
+
+    /// The same plan with another [`Access`] (a client's tool changes things without our approval; an
+    /// MCP tool marked read-only is approved but runs beside other reads).
+    #[must_use]
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
     }
 }
 

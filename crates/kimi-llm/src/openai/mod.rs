@@ -27,12 +27,11 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
 
-pub use errors::chain as error_chain;
 pub use request::estimate_request_tokens;
 
-use crate::http::{ClientTimeouts, LazyClient};
+use crate::http::{ClientTimeouts, LazyClient, custom_header_map, from_transport, secret_header};
 use crate::{ChatError, ChatProvider, ChatRequest, ChatStream};
 
 /// Which server dialect to speak.
@@ -294,19 +293,7 @@ impl OpenAiCompatProvider {
                 "Cannot create LLM: missing base_url or model",
             ));
         }
-        let mut custom_headers = HeaderMap::new();
-        for (name, value) in &config.custom_headers {
-            let (Ok(name), Ok(value)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(value),
-            ) else {
-                return Err(ChatError::provider(format!(
-                    "Invalid custom header {name:?} for provider of model {}",
-                    config.model
-                )));
-            };
-            custom_headers.insert(name, value);
-        }
+        let custom_headers = custom_header_map(&config.custom_headers, &config.model)?;
         let client = LazyClient::new(ClientTimeouts {
             connect: Some(config.connect_timeout),
             read: Some(config.read_timeout),
@@ -328,12 +315,10 @@ impl OpenAiCompatProvider {
         if let Ok(value) = HeaderValue::from_str(&agent) {
             headers.insert(USER_AGENT, value);
         }
-        if !self.config.api_key.is_empty() {
-            let bearer = format!("Bearer {}", self.config.api_key);
-            if let Ok(mut value) = HeaderValue::from_str(&bearer) {
-                value.set_sensitive(true);
-                headers.insert(AUTHORIZATION, value);
-            }
+        if !self.config.api_key.is_empty()
+            && let Some(value) = secret_header(&format!("Bearer {}", self.config.api_key))
+        {
+            headers.insert(AUTHORIZATION, value);
         }
         for (name, value) in &self.custom_headers {
             headers.insert(name.clone(), value.clone());
@@ -353,25 +338,13 @@ impl ChatProvider for OpenAiCompatProvider {
         let body = serde_json::to_vec(&built.body)
             .map_err(|e| ChatError::provider(format!("Cannot encode the request: {e}")))?;
         tracing::debug!(url = %self.url, model = %self.config.model, bytes = body.len(), "chat completion request");
-        let client = self
-            .client
-            .get()
-            .map_err(|e| ChatError::provider(format!("Cannot create the HTTP client: {e}")))?;
-        let response = client
-            .post(&self.url)
-            .headers(self.headers())
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| errors::from_transport(&e))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(errors::from_response(response).await);
-        }
+        let response = crate::http::post(&self.client, &self.url, self.headers(), body)
+            .await?
+            .map_err(errors::from_failure)?;
         let decoder = stream::Decoder::new(
             self.config.reasoning_key().map(str::to_owned),
             self.config.flavor == Flavor::Kimi,
-            built.renamed,
+            built.names,
         );
         let is_json = response
             .headers()
@@ -380,10 +353,10 @@ impl ChatProvider for OpenAiCompatProvider {
             .is_some_and(|v| v.starts_with("application/json"));
         if is_json {
             // A server that ignored `stream: true` and answered in one piece.
-            let text = response.text().await.map_err(|e| errors::from_transport(&e))?;
+            let text = response.text().await.map_err(|e| from_transport(&e))?;
             let events = decoder.whole(&text)?;
             return Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed());
         }
-        Ok(stream::events(response, decoder))
+        Ok(crate::sse::events(response, decoder))
     }
 }

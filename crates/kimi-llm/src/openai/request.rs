@@ -7,13 +7,12 @@
 //! without it). Built as `serde_json` values because the reasoning key is
 //! configurable.
 
-use std::collections::HashMap;
-
 use kimi_wire::message::ContentPart;
 use serde_json::{Map, Value, json};
 
 use super::{CompletionBudget, Flavor, OpenAiCompatConfig as Settings};
-use crate::schema_sanitize::{sanitize_parameters, sanitize_tool_name};
+use crate::schema_sanitize::sanitize_parameters;
+use crate::tool_names::ToolNames;
 use crate::{ChatRequest, Message, Role, ToolSpec};
 
 /// Tokens kept free below the context limit when capping the completion
@@ -23,24 +22,16 @@ const COMPLETION_SAFETY_MARGIN: u64 = 1_024;
 /// `MEDIA_TOKEN_ESTIMATE`).
 const MEDIA_TOKEN_ESTIMATE: u64 = 2_000;
 
-/// A request body plus the map from the tool names the server sees back to
-/// ours, for the names [`sanitize_tool_name`] had to change.
+/// A request body plus the tool names the server sees, for the names
+/// [`ToolNames`] had to change.
 #[derive(Debug)]
 pub(crate) struct Built {
     pub body: Value,
-    pub renamed: HashMap<String, String>,
+    pub names: ToolNames,
 }
 
 pub(crate) fn build(settings: &Settings, request: &ChatRequest<'_>) -> Built {
-    let mut renamed = HashMap::new();
-    let mut outgoing_name = HashMap::new();
-    for tool in request.tools {
-        let wire = sanitize_tool_name(&tool.name);
-        if wire != tool.name.as_str() {
-            renamed.insert(wire.clone().into_owned(), tool.name.clone());
-            outgoing_name.insert(tool.name.clone(), wire.into_owned());
-        }
-    }
+    let names = ToolNames::new(request.tools);
 
     let reasoning_key = settings.reasoning_key();
     let mut messages = Vec::with_capacity(request.history.len() + 1);
@@ -51,7 +42,7 @@ pub(crate) fn build(settings: &Settings, request: &ChatRequest<'_>) -> Built {
         request
             .history
             .iter()
-            .map(|m| message(m, settings.flavor, reasoning_key, &outgoing_name)),
+            .map(|m| message(m, settings.flavor, reasoning_key, &names)),
     );
 
     let mut body = Map::new();
@@ -61,7 +52,7 @@ pub(crate) fn build(settings: &Settings, request: &ChatRequest<'_>) -> Built {
         let tools = request
             .tools
             .iter()
-            .map(|t| tool(t, settings.flavor, &outgoing_name))
+            .map(|t| tool(t, settings.flavor, &names))
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
@@ -112,7 +103,7 @@ pub(crate) fn build(settings: &Settings, request: &ChatRequest<'_>) -> Built {
     }
     Built {
         body: Value::Object(body),
-        renamed,
+        names,
     }
 }
 
@@ -128,12 +119,12 @@ fn has_think(history: &[Message]) -> bool {
         .any(|m| m.content.iter().any(|p| matches!(p, ContentPart::Think(_))))
 }
 
-fn tool(tool: &ToolSpec, flavor: Flavor, names: &HashMap<String, String>) -> Value {
+fn tool(tool: &ToolSpec, flavor: Flavor, names: &ToolNames) -> Value {
     if flavor == Flavor::Kimi && tool.name.starts_with('$') {
         // Kimi's built-in functions are named, not described.
         return json!({"type": "builtin_function", "function": {"name": tool.name}});
     }
-    let name = names.get(&tool.name).unwrap_or(&tool.name);
+    let name = names.wire(&tool.name);
     json!({
         "type": "function",
         "function": {
@@ -144,12 +135,7 @@ fn tool(tool: &ToolSpec, flavor: Flavor, names: &HashMap<String, String>) -> Val
     })
 }
 
-fn message(
-    message: &Message,
-    flavor: Flavor,
-    reasoning_key: Option<&str>,
-    names: &HashMap<String, String>,
-) -> Value {
+fn message(message: &Message, flavor: Flavor, reasoning_key: Option<&str>, names: &ToolNames) -> Value {
     let mut reasoning: Option<String> = None;
     let mut parts: Vec<&ContentPart> = Vec::with_capacity(message.content.len());
     for part in &message.content {
@@ -178,9 +164,9 @@ fn message(
             .tool_calls
             .iter()
             .map(|call| {
-                let name = names.get(&call.function.name).unwrap_or(&call.function.name);
+                let name = names.wire(&call.function.name);
                 let mut function = Map::new();
-                function.insert("name".into(), Value::String(name.clone()));
+                function.insert("name".into(), Value::String(name.to_owned()));
                 if let Some(arguments) = &call.function.arguments {
                     function.insert("arguments".into(), Value::String(arguments.clone()));
                 }

@@ -19,22 +19,14 @@
 //!   error `Error: <message>`, as the reference reports it (not retried).
 //! - A chunk that is not JSON: [`ChatError::Connection`] (a mangled stream).
 
-use std::collections::{HashMap, VecDeque};
-
-use eventsource_stream::{EventStreamError, Eventsource as _};
-use futures::StreamExt as _;
-use futures::stream::BoxStream;
 use kimi_wire::message::{ContentPart, TokenUsage};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::errors;
 use crate::assemble::{Assembler, ToolCallDelta};
-use crate::{ChatError, ChatStream, StreamEvent};
-
-/// The text of the error for a body that ended before the answer did.
-pub(crate) const TRUNCATED: &str =
-    "Connection error: the response stream ended before the answer was complete.";
+use crate::sse::{Decode, Flow, ended, malformed};
+use crate::tool_names::ToolNames;
+use crate::{ChatError, StreamEvent};
 
 #[derive(Debug, Default, Deserialize)]
 struct Chunk {
@@ -129,13 +121,6 @@ impl Usage {
     }
 }
 
-/// Whether more chunks are expected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
-    More,
-    Done,
-}
-
 /// Decoding state for one answer.
 #[derive(Debug)]
 pub(crate) struct Decoder {
@@ -143,7 +128,7 @@ pub(crate) struct Decoder {
     /// Kimi keeps empty reasoning strings as think parts; others drop them.
     keep_empty_think: bool,
     /// Tool names the server knows under another name, mapped back to ours.
-    renamed: HashMap<String, String>,
+    names: ToolNames,
     assembler: Assembler,
     message_id: Option<String>,
     usage: Option<TokenUsage>,
@@ -153,65 +138,17 @@ pub(crate) struct Decoder {
 }
 
 impl Decoder {
-    pub(crate) fn new(
-        reasoning_key: Option<String>,
-        keep_empty_think: bool,
-        renamed: HashMap<String, String>,
-    ) -> Self {
+    pub(crate) fn new(reasoning_key: Option<String>, keep_empty_think: bool, names: ToolNames) -> Self {
         Self {
             reasoning_key,
             keep_empty_think,
-            renamed,
+            names,
             assembler: Assembler::default(),
             message_id: None,
             usage: None,
             saw_finish: false,
             saw_chunk: false,
         }
-    }
-
-    /// Handles one server-sent event.
-    pub(crate) fn on_event(
-        &mut self,
-        event: &str,
-        data: &str,
-        out: &mut Vec<StreamEvent>,
-    ) -> Result<Flow, ChatError> {
-        let data = data.trim();
-        if data.starts_with("[DONE]") {
-            self.finish(out);
-            return Ok(Flow::Done);
-        }
-        if data.is_empty() {
-            return Ok(Flow::More);
-        }
-        self.saw_chunk = true;
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            tracing::warn!(error = %e, data, "malformed chunk in the response stream");
-            ChatError::Connection {
-                message: format!("Connection error: malformed chunk in the response stream ({e})."),
-            }
-        })?;
-        if let Some(error) = stream_error(event, &value) {
-            return Err(error);
-        }
-        let chunk: Chunk = serde_json::from_value(value).map_err(|e| {
-            ChatError::provider(format!("Error: unexpected chunk in the response stream ({e})"))
-        })?;
-        self.on_chunk(chunk, out)?;
-        Ok(Flow::More)
-    }
-
-    /// The body ended: complete if a finish reason was seen or nothing came at
-    /// all, truncated otherwise.
-    pub(crate) fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        if self.saw_chunk && !self.saw_finish {
-            return Err(ChatError::Connection {
-                message: TRUNCATED.to_owned(),
-            });
-        }
-        self.finish(out);
-        Ok(())
     }
 
     /// Decodes a whole, non-streamed answer.
@@ -277,10 +214,7 @@ impl Decoder {
             let Some(function) = &call.function else {
                 continue;
             };
-            let name = function
-                .name
-                .as_deref()
-                .map(|n| self.renamed.get(n).map_or(n, String::as_str));
+            let name = function.name.as_deref().map(|n| self.names.ours(n));
             self.assembler.push(
                 ToolCallDelta {
                     index: call.index,
@@ -299,6 +233,36 @@ impl Decoder {
         if let Some(usage) = self.usage.take() {
             out.push(StreamEvent::Usage(usage));
         }
+    }
+}
+
+impl Decode for Decoder {
+    fn on_event(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>) -> Result<Flow, ChatError> {
+        let data = data.trim();
+        if data.starts_with("[DONE]") {
+            self.finish(out);
+            return Ok(Flow::Done);
+        }
+        if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        self.saw_chunk = true;
+        let value: Value = serde_json::from_str(data).map_err(|e| malformed(&e, data))?;
+        if let Some(error) = stream_error(event, &value) {
+            return Err(error);
+        }
+        let chunk: Chunk = serde_json::from_value(value).map_err(|e| {
+            ChatError::provider(format!("Error: unexpected chunk in the response stream ({e})"))
+        })?;
+        self.on_chunk(chunk, out)?;
+        Ok(Flow::More)
+    }
+
+    /// Complete if a finish reason was seen or nothing came at all, truncated otherwise.
+    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
+        ended(self.saw_chunk, self.saw_finish)?;
+        self.finish(out);
+        Ok(())
     }
 }
 
@@ -332,62 +296,15 @@ fn is_truthy(value: &Value) -> bool {
     }
 }
 
-struct State {
-    events: BoxStream<'static, Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>,
-    decoder: Decoder,
-    queue: VecDeque<StreamEvent>,
-    done: bool,
-}
-
-/// The events of a streamed answer. The response body lives inside the
-/// returned stream, so dropping the stream closes the connection.
-pub(crate) fn events(response: reqwest::Response, decoder: Decoder) -> ChatStream {
-    let state = State {
-        events: response.bytes_stream().eventsource().boxed(),
-        decoder,
-        queue: VecDeque::new(),
-        done: false,
-    };
-    futures::stream::unfold(state, |mut st| async move {
-        loop {
-            if let Some(event) = st.queue.pop_front() {
-                return Some((Ok(event), st));
-            }
-            if st.done {
-                return None;
-            }
-            let mut out = Vec::new();
-            let step = match st.events.next().await {
-                Some(Ok(event)) => st.decoder.on_event(&event.event, &event.data, &mut out),
-                Some(Err(EventStreamError::Transport(e))) => Err(errors::from_stream_transport(&e)),
-                Some(Err(e)) => Err(ChatError::Connection {
-                    message: format!("Connection error: malformed response stream ({e})."),
-                }),
-                None => st.decoder.on_eof(&mut out).map(|()| Flow::Done),
-            };
-            st.queue.extend(out);
-            match step {
-                Ok(Flow::More) => {}
-                Ok(Flow::Done) => st.done = true,
-                Err(error) => {
-                    st.done = true;
-                    st.queue.clear();
-                    return Some((Err(error), st));
-                }
-            }
-        }
-    })
-    .boxed()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sse::TRUNCATED;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
     fn decode(chunks: &[Value]) -> (Vec<StreamEvent>, Result<(), ChatError>) {
-        let mut decoder = Decoder::new(Some("reasoning_content".into()), true, HashMap::new());
+        let mut decoder = Decoder::new(Some("reasoning_content".into()), true, ToolNames::default());
         let mut out = Vec::new();
         for chunk in chunks {
             if let Err(e) = decoder.on_event("", &chunk.to_string(), &mut out) {
@@ -449,7 +366,7 @@ mod tests {
 
     #[test]
     fn error_members_and_events() {
-        let mut decoder = Decoder::new(None, false, HashMap::new());
+        let mut decoder = Decoder::new(None, false, ToolNames::default());
         let mut out = Vec::new();
         let rows = [
             (
@@ -479,7 +396,7 @@ mod tests {
 
     #[test]
     fn whole_answer() {
-        let decoder = Decoder::new(Some("reasoning_content".into()), true, HashMap::new());
+        let decoder = Decoder::new(Some("reasoning_content".into()), true, ToolNames::default());
         let body = json!({
             "id": "w",
             "choices": [{"message": {"role": "assistant", "content": "ok", "reasoning_content": "hm",

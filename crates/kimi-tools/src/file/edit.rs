@@ -1,15 +1,18 @@
 //! `StrReplaceFile`: exact string replacements in a text file, after approval.
 //!
 //! Reference: `kimi_cli/tools/file/replace.py`. Edits apply in order, each to the result of the one
-//! before; without `replace_all` only the first occurrence changes. If the file ends up unchanged the
-//! call fails. Planning computes the new text so the approval request shows the diff; running reads
+//! before. If the file ends up unchanged the call fails. Unlike the reference (seeds/002 `Edit`), an
+//! `old` found more than once without `replace_all` is an error naming the count and the lines, instead
+//! of silently changing the first match, and `old` equal to `new` is an error of its own. Planning computes the new text so the approval request shows the diff; running reads
 //! the file again and re-applies the edits, so a change made meanwhile is not overwritten.
 //!
 //! The file is read as the reference reads it (invalid UTF-8 replaced, `\r\n` seen as `\n`). Unlike
 //! the reference, which then writes every line ending back as `\n`, a file whose lines all end in
 //! `\r\n` keeps them.
+//!
+//! As for WriteFile, the file is judged, named in the approval, read and written by its real path,
+//! without following symlinks at write time.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -22,8 +25,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::diff::build_diff_blocks;
-use super::paths::{is_within_workspace, resolve_tool_path};
-use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, check_sandbox, decode_text, tool_error, tool_spec};
+use super::paths::resolve_tool_path;
+use super::real_path::{OpenFor, read_real, write_real};
+use super::scope::Target;
+use super::{
+    ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, check_sandbox, decode_text, tool_error,
+    tool_spec,
+};
 
 // One replacement (field doc comments are the parameter descriptions).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -68,14 +76,16 @@ struct EditParams {
 pub struct StrReplaceFile {
     spec: ToolSpec,
     env: Arc<Environment>,
+    settings: FileSettings,
 }
 
 impl StrReplaceFile {
     /// The tool, resolving relative paths against `env.work_dir`.
-    pub fn new(env: Arc<Environment>) -> Self {
+    pub fn new(env: Arc<Environment>, settings: FileSettings) -> Self {
         Self {
             spec: tool_spec::<EditParams>("StrReplaceFile", include_str!("descriptions/edit.md")),
             env,
+            settings,
         }
     }
 }
@@ -92,19 +102,19 @@ impl Tool for StrReplaceFile {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: EditParams = parse_args(args)?;
-            let (path, action, diff) = prepare(&self.env, &params).await?;
-            check_sandbox(&self.env, &path, ctx.plan_mode)?;
+            let (target, action, diff) = prepare(&self.env, &self.settings, &params).await?;
+            check_sandbox(&self.env, &target.real, ctx.plan_mode)?;
             let ask = ApprovalAsk {
                 action: action.to_owned(),
-                description: format!("Edit file `{}`", path.display()),
+                description: format!("Edit file `{}`", target.shown.display()),
                 display: diff.clone(),
-                writes: vec![path.clone()],
+                writes: vec![target.shown.clone()],
             };
             let run = async move {
-                if let Err(refusal) = check_sandbox(&self.env, &path, ctx.plan_mode) {
+                if let Err(refusal) = check_sandbox(&self.env, &target.real, ctx.plan_mode) {
                     return refusal;
                 }
-                run(params, path, diff).await
+                run(params, target, diff).await
             };
             Ok(Plan::side_effect(ask, Box::pin(run)))
         })
@@ -117,8 +127,12 @@ struct Loaded {
     crlf: bool,
 }
 
-async fn load(path: &std::path::Path) -> std::io::Result<Loaded> {
-    let bytes = tokio::fs::read(path).await?;
+/// Reads the file at its real path (without following symlinks).
+async fn load(real: &std::path::Path) -> std::io::Result<Loaded> {
+    let real = real.to_path_buf();
+    let bytes = blocking(move || read_real(&real))
+        .await
+        .map_err(std::io::Error::other)??;
     Ok(Loaded {
         crlf: all_crlf(&bytes),
         text: decode_text(&bytes),
@@ -139,17 +153,100 @@ fn all_crlf(bytes: &[u8]) -> bool {
     seen
 }
 
+/// Most line numbers an ambiguity error lists.
+const MAX_LINES_LISTED: usize = 10;
+
+/// Why an edit cannot be applied as asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum EditError {
+    /// `old` equals `new`: the edit would change nothing.
+    Unchanged { edit: usize },
+    /// `old` occurs more than once and `replace_all` is off: which one is meant is unknown.
+    Ambiguous {
+        edit: usize,
+        count: usize,
+        lines: Vec<usize>,
+    },
+}
+
+impl EditError {
+    fn into_result(self, edits: usize) -> ToolReturnValue {
+        // Which edit, when the call has several (1-based, as the model counts).
+        let which = |edit: usize| {
+            if edits > 1 {
+                format!("Edit {} of {edits}: ", edit + 1)
+            } else {
+                String::new()
+            }
+        };
+        match self {
+            Self::Unchanged { edit } => tool_error(
+                format!(
+                    "{}`old` and `new` are the same text, so nothing would change. Put the text the file \
+                     should contain in `new`.",
+                    which(edit)
+                ),
+                "Nothing to change",
+            ),
+            Self::Ambiguous { edit, count, lines } => {
+                let mut listed = lines
+                    .iter()
+                    .take(MAX_LINES_LISTED)
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if lines.len() > MAX_LINES_LISTED {
+                    listed.push_str(", …");
+                }
+                tool_error(
+                    format!(
+                        "{}`old` was found {count} times (starting on lines {listed}), and without \
+                         `replace_all` it must match exactly once. Include more of the surrounding text in \
+                         `old` so it matches only the place you mean, or set `replace_all` to true to \
+                         replace every occurrence. Nothing was changed.",
+                        which(edit)
+                    ),
+                    "Ambiguous match",
+                )
+            }
+        }
+    }
+}
+
+/// The 1-based line on which each occurrence of `needle` in `text` starts.
+fn match_lines(text: &str, needle: &str) -> Vec<usize> {
+    let (mut line, mut scanned) = (1, 0);
+    text.match_indices(needle)
+        .map(|(at, _)| {
+            line += text[scanned..at].matches('\n').count();
+            scanned = at;
+            line
+        })
+        .collect()
+}
+
 /// Applies `edits` in order.
-fn apply(content: &str, edits: &[Edit]) -> String {
+fn apply(content: &str, edits: &[Edit]) -> Result<String, EditError> {
     let mut text = content.to_owned();
-    for edit in edits {
+    for (index, edit) in edits.iter().enumerate() {
+        if edit.old == edit.new {
+            return Err(EditError::Unchanged { edit: index });
+        }
         text = if edit.replace_all {
             text.replace(&edit.old, &edit.new)
         } else {
+            let lines = match_lines(&text, &edit.old);
+            if lines.len() > 1 {
+                return Err(EditError::Ambiguous {
+                    edit: index,
+                    count: lines.len(),
+                    lines,
+                });
+            }
             text.replacen(&edit.old, &edit.new, 1)
         };
     }
-    text
+    Ok(text)
 }
 
 /// Replacements counted the reference's way: against the original text, all occurrences for
@@ -180,9 +277,10 @@ fn failed(raw: &str, error: &str) -> ToolReturnValue {
 }
 
 async fn prepare(
-    env: &Environment,
+    env: &Arc<Environment>,
+    settings: &FileSettings,
     params: &EditParams,
-) -> Result<(PathBuf, &'static str, Vec<DisplayBlock>), ToolReturnValue> {
+) -> Result<(Target, &'static str, Vec<DisplayBlock>), ToolReturnValue> {
     let raw = params.path.as_str();
     if raw.is_empty() {
         return Err(tool_error("File path cannot be empty.", "Empty file path"));
@@ -196,33 +294,45 @@ async fn prepare(
         }
         Err(e) => return Err(failed(raw, &e.to_string())),
     }
-    let loaded = load(&path).await.map_err(|e| failed(raw, &e.to_string()))?;
+    let (named, env, roots) = (path, Arc::clone(env), settings.read_roots.clone());
+    let target = blocking(move || Target::resolve(named, &env, &roots))
+        .await
+        .map_err(|e| failed(raw, &e))?
+        .map_err(|e| failed(raw, &e.to_string()))?;
+    let loaded = load(&target.real)
+        .await
+        .map_err(|e| failed(raw, &e.to_string()))?;
     let edits = params.edit.as_slice().to_vec();
-    let shown = path.to_string_lossy().into_owned();
+    let shown = target.shown.to_string_lossy().into_owned();
+    let count = edits.len();
     let diff = blocking(move || {
-        let new_text = apply(&loaded.text, &edits);
-        (new_text != loaded.text).then(|| build_diff_blocks(&shown, &loaded.text, &new_text))
+        let new_text = apply(&loaded.text, &edits)?;
+        Ok((new_text != loaded.text).then(|| build_diff_blocks(&shown, &loaded.text, &new_text)))
     })
     .await
     .map_err(|e| failed(raw, &e))?
+    .map_err(|e: EditError| e.into_result(count))?
     .ok_or_else(no_replacements)?;
-    let action = if is_within_workspace(&path, env) {
+    let action = if target.in_workspace {
         ACTION_EDIT
     } else {
         ACTION_EDIT_OUTSIDE
     };
-    Ok((path, action, diff))
+    Ok((target, action, diff))
 }
 
-async fn run(params: EditParams, path: PathBuf, diff: Vec<DisplayBlock>) -> ToolReturnValue {
+async fn run(params: EditParams, target: Target, diff: Vec<DisplayBlock>) -> ToolReturnValue {
     let raw = params.path.as_str();
     let edits = params.edit.as_slice();
     // Re-read: the file may have changed while the user was deciding.
-    let loaded = match load(&path).await {
+    let loaded = match load(&target.real).await {
         Ok(loaded) => loaded,
         Err(e) => return failed(raw, &e.to_string()),
     };
-    let new_text = apply(&loaded.text, edits);
+    let new_text = match apply(&loaded.text, edits) {
+        Ok(new_text) => new_text,
+        Err(e) => return e.into_result(edits.len()),
+    };
     if new_text == loaded.text {
         return no_replacements();
     }
@@ -231,8 +341,11 @@ async fn run(params: EditParams, path: PathBuf, diff: Vec<DisplayBlock>) -> Tool
     } else {
         new_text
     };
-    if let Err(e) = tokio::fs::write(&path, bytes.as_bytes()).await {
-        return failed(raw, &e.to_string());
+    let real = target.real.clone();
+    match blocking(move || write_real(&real, OpenFor::Overwrite, bytes.as_bytes())).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return failed(raw, &e.to_string()),
+        Err(e) => return failed(raw, &e),
     }
     let total = count_replacements(&loaded.text, edits);
     ToolReturnValue {
@@ -256,7 +369,7 @@ mod tests {
     use serde_json::json;
 
     fn tool(dir: &TestDir) -> Arc<StrReplaceFile> {
-        Arc::new(StrReplaceFile::new(dir.env()))
+        Arc::new(StrReplaceFile::new(dir.env(), FileSettings::default()))
     }
 
     fn diff(path: &str, old_text: &str, new_text: &str, start: u32) -> DisplayBlock {
@@ -320,19 +433,95 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn only_the_first_occurrence_without_replace_all() {
+    async fn an_ambiguous_old_text_is_an_error_naming_the_count_and_the_lines() {
         let dir = TestDir::new();
-        dir.write("a.txt", "a a a");
-        let (_, value) = call(
+        dir.write("a.txt", "a a\nb\nxa\n");
+        let (effect, value) = call(
             tool(&dir),
             json!({"path": "a.txt", "edit": {"old": "a", "new": "b"}}),
         )
         .await;
+        assert_eq!(effect, None, "nothing is put to the user");
         assert_eq!(
-            value.message,
-            "File successfully edited. Applied 1 edit(s) with 1 total replacement(s)."
+            value,
+            ToolReturnValue::error(
+                "",
+                "`old` was found 3 times (starting on lines 1, 1, 3), and without `replace_all` it must match \
+                 exactly once. Include more of the surrounding text in `old` so it matches only the place you \
+                 mean, or set `replace_all` to true to replace every occurrence. Nothing was changed.",
+                "Ambiguous match",
+            )
         );
-        assert_eq!(dir.read("a.txt"), "b a a");
+        assert_eq!(dir.read("a.txt"), "a a\nb\nxa\n");
+        // With enough context it matches once, and with replace_all every match changes.
+        let (_, value) = call(
+            tool(&dir),
+            json!({"path": "a.txt", "edit": {"old": "xa", "new": "xb"}}),
+        )
+        .await;
+        assert!(!value.is_error, "{value:?}");
+        let (_, value) = call(
+            tool(&dir),
+            json!({"path": "a.txt", "edit": {"old": "a", "new": "c", "replace_all": true}}),
+        )
+        .await;
+        assert!(!value.is_error, "{value:?}");
+        assert_eq!(dir.read("a.txt"), "c c\nb\nxb\n");
+    }
+
+    #[tokio::test]
+    async fn ambiguity_is_judged_on_the_text_each_edit_sees() {
+        let dir = TestDir::new();
+        dir.write("a.txt", "one\ntwo\n");
+        // The first edit makes the second one's text appear twice.
+        let args = json!({"path": "a.txt", "edit": [
+            {"old": "two", "new": "one"},
+            {"old": "one", "new": "1"},
+        ]});
+        let (_, value) = call(tool(&dir), args).await;
+        assert_eq!(
+            value.display,
+            vec![DisplayBlock::Brief {
+                text: "Ambiguous match".into()
+            }]
+        );
+        assert!(
+            value
+                .message
+                .starts_with("Edit 2 of 2: `old` was found 2 times (starting on lines 1, 2)"),
+            "{}",
+            value.message
+        );
+        assert_eq!(dir.read("a.txt"), "one\ntwo\n");
+    }
+
+    #[test]
+    fn match_lines_counts_lines_before_each_match() {
+        assert_eq!(match_lines("ab\n\nab ab\n", "ab"), vec![1, 3, 3]);
+        assert_eq!(match_lines("x\ny", "z"), Vec::<usize>::new());
+        assert_eq!(match_lines("a\nb\na", "a\n"), vec![1]);
+    }
+
+    #[test]
+    fn long_match_lists_are_cut() {
+        let text = "k\n".repeat(15);
+        let error = apply(
+            &text,
+            &[Edit {
+                old: "k".into(),
+                new: "v".into(),
+                replace_all: false,
+            }],
+        )
+        .unwrap_err();
+        let value = error.into_result(1);
+        assert!(
+            value
+                .message
+                .contains("found 15 times (starting on lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …)"),
+            "{}",
+            value.message
+        );
     }
 
     #[tokio::test]
@@ -397,11 +586,11 @@ mod tests {
                 no_match,
                 "No replacements made",
             ),
-            // Identical old and new change nothing, which is the same failure.
+            // Identical old and new would change nothing: an error of its own.
             (
                 json!({"path": "f.txt", "edit": {"old": "content", "new": "content"}}),
-                no_match,
-                "No replacements made",
+                "`old` and `new` are the same text, so nothing would change. Put the text the file should contain in `new`.",
+                "Nothing to change",
             ),
             (
                 json!({"path": "f.txt", "edit": []}),
@@ -414,6 +603,31 @@ mod tests {
             assert_eq!(value, ToolReturnValue::error("", message, brief));
         }
         assert_eq!(dir.read("f.txt"), "content");
+    }
+
+    #[tokio::test]
+    async fn a_symlink_is_edited_as_its_target_and_asks_as_outside() {
+        let dir = TestDir::new();
+        let other = tempfile::tempdir().unwrap();
+        let real = other.path().canonicalize().unwrap().join("bashrc");
+        std::fs::write(&real, "alias ls=ls").unwrap();
+        std::os::unix::fs::symlink(&real, dir.path("notes.md")).unwrap();
+        let plan = tool(&dir)
+            .plan(
+                json!({"path": "notes.md", "edit": {"old": "ls=ls", "new": "ls=rm"}}),
+                ctx(),
+            )
+            .await
+            .unwrap();
+        let Effect::SideEffect(ask) = plan.effect else {
+            panic!("expected an approval ask")
+        };
+        assert_eq!(ask.action, "edit file outside of working directory");
+        assert_eq!(ask.description, format!("Edit file `{}`", real.display()));
+        assert_eq!(ask.writes, vec![real.clone()]);
+        // Never run: rejected.
+        drop(plan.run);
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "alias ls=ls");
     }
 
     #[test]

@@ -8,8 +8,15 @@
 //! path components and capped at [`MAX_MATCHES`].
 //!
 //! Patterns starting with `**` are refused (with a listing of the work dir), as in the reference.
+//! Beyond the reference, a pattern cannot climb out of its directory: a `..` component is refused, the
+//! directory is judged by its real path, and matches reached through a symlinked directory that leads
+//! out of the workspace (and the skills directories) are left out.
 //! Unlike the reference, whose engine treats `{a,b}` literally and so silently matches nothing, brace
 //! alternatives work here (`globset` supports them).
+//!
+//! The kimi-code agent's `Glob` is this tool under [`GlobRules::KimiCode`] (seeds/002): newest first,
+//! patterns made only of wildcards refused instead of those starting with `**`, and brace patterns
+//! refused (as seeds/002 specifies, so a model trained on it gets the error it expects).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +32,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::paths::{canonical, expand_user, is_within_workspace, list_directory, pure_display};
+use super::real_path::real_path;
+use super::scope::Roots;
 use super::{blocking, tool_error, tool_spec};
 
 /// Most paths returned by one call.
@@ -47,21 +56,39 @@ fn yes() -> bool {
     true
 }
 
+/// Which patterns a [`Glob`] refuses and how it orders what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GlobRules {
+    /// The reference's: patterns starting with `**` refused with a listing of the work dir, brace
+    /// alternatives expanded, results sorted by path.
+    Reference,
+    /// seeds/002's (the kimi-code agent): patterns made only of wildcards (`**`, `**/*`) refused, brace
+    /// patterns refused, results newest first.
+    KimiCode,
+}
+
 /// Finds files by name pattern.
 #[derive(Debug)]
 pub struct Glob {
     spec: ToolSpec,
     env: Arc<Environment>,
     skills_dirs: Vec<PathBuf>,
+    rules: GlobRules,
 }
 
 impl Glob {
     /// The tool, searching inside the workspace of `env` and the given skills directories.
     pub fn new(env: Arc<Environment>, skills_dirs: Vec<PathBuf>) -> Self {
+        Self::with_rules(env, skills_dirs, GlobRules::Reference)
+    }
+
+    /// The tool under `rules` (its spec stays the reference's; the kimi-code profile gives its own).
+    pub fn with_rules(env: Arc<Environment>, skills_dirs: Vec<PathBuf>, rules: GlobRules) -> Self {
         Self {
             spec: tool_spec::<GlobParams>("Glob", include_str!("descriptions/glob.md")),
             env,
             skills_dirs,
+            rules,
         }
     }
 }
@@ -99,11 +126,23 @@ fn failed(pattern: &str, error: &str) -> ToolReturnValue {
 impl Glob {
     fn search(&self, params: &GlobParams) -> ToolReturnValue {
         let pattern = params.pattern.as_str();
-        if pattern.starts_with("**") {
+        if self.rules == GlobRules::KimiCode {
+            if let Some(refused) = refuse_kimi_code(pattern) {
+                return refused;
+            }
+        } else if pattern.starts_with("**") {
             return ToolReturnValue::error(
                 list_directory(&self.env.work_dir),
                 format!(
                     "Pattern `{pattern}` starts with '**' which is not allowed. This would recursively search all directories and may include large directories like `node_modules`. Use more specific patterns instead. For your convenience, a list of all files and directories in the top level of the working directory is provided below."
+                ),
+                "Unsafe pattern",
+            );
+        }
+        if pattern.split('/').any(|component| component == "..") {
+            return tool_error(
+                format!(
+                    "Pattern `{pattern}` contains '..', which is not allowed: a pattern cannot climb out of the directory it searches. Give the directory to search as `directory` instead."
                 ),
                 "Unsafe pattern",
             );
@@ -120,9 +159,12 @@ impl Glob {
             );
         }
         let resolved = canonical(&dir, &self.env.work_dir);
-        if !is_within_workspace(&resolved, &self.env)
-            && !self.skills_dirs.iter().any(|d| resolved.starts_with(d))
-        {
+        let allowed = Roots::workspace(&self.env).and(&self.skills_dirs);
+        let lexically_inside = is_within_workspace(&resolved, &self.env)
+            || self.skills_dirs.iter().any(|d| resolved.starts_with(d));
+        // Judged where it really leads too: a workspace symlink to `~` is not the workspace.
+        let really_inside = real_path(&resolved).map_or(true, |real| allowed.contains(&real));
+        if !lexically_inside || !really_inside {
             return tool_error(
                 format!(
                     "`{}` is outside the workspace. You can only search within the working directory, additional directories, and skills directories.",
@@ -145,8 +187,12 @@ impl Glob {
         if !params.include_dirs {
             matches.retain(|p| p.is_file());
         }
+        keep_inside(&mut matches, &allowed);
         matches.sort();
         matches.dedup();
+        if self.rules == GlobRules::KimiCode {
+            newest_first(&mut matches);
+        }
         let mut message = if matches.is_empty() {
             format!("No matches found for pattern `{pattern}`.")
         } else {
@@ -163,6 +209,70 @@ impl Glob {
             .map(|p| p.strip_prefix(&dir).unwrap_or(p).to_string_lossy().into_owned())
             .collect();
         ToolReturnValue::ok(output.join("\n"), message)
+    }
+}
+
+/// Drops matches whose directory really lies outside `allowed` (reached through a symlinked
+/// directory). A symlink itself may be listed: its name is in an allowed directory.
+fn keep_inside(matches: &mut Vec<PathBuf>, allowed: &Roots) {
+    let mut verdicts: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+    matches.retain(|path| {
+        let Some(parent) = path.parent() else {
+            return true;
+        };
+        *verdicts
+            .entry(parent.to_path_buf())
+            .or_insert_with(|| std::fs::canonicalize(parent).is_ok_and(|real| allowed.contains(&real)))
+    });
+}
+
+/// seeds/002's refusals: a pattern without a literal anchor that would walk the whole tree, and brace
+/// alternatives (which seeds/002's engine would match literally). Our words.
+fn refuse_kimi_code(pattern: &str) -> Option<ToolReturnValue> {
+    let components: Vec<&str> = pattern
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let only_wildcards = components
+        .iter()
+        .all(|c| c.chars().all(|ch| matches!(ch, '*' | '?')));
+    if only_wildcards && components.contains(&"**") {
+        return Some(tool_error(
+            format!(
+                "Pattern `{pattern}` is made only of wildcards, so it would list everything below the \
+                 directory, `node_modules` and build output included. Add a literal anchor: a directory \
+                 (`src/**/*.rs`), a file name or an extension (`**/*.toml`)."
+            ),
+            "Unsafe pattern",
+        ));
+    }
+    if pattern.contains(['{', '}']) {
+        return Some(tool_error(
+            format!(
+                "Pattern `{pattern}` uses brace expansion, which Glob does not support: `{{` and `}}` are \
+                 matched literally, so the pattern would silently match no file. Call Glob once per \
+                 alternative instead (for example `*.ts`, then `*.tsx`)."
+            ),
+            "Unsupported pattern",
+        ));
+    }
+    None
+}
+
+/// Most recently modified first; equal times (and unreadable ones, taken as the oldest) by path.
+fn newest_first(paths: &mut [PathBuf]) {
+    let mut keyed: Vec<(std::time::SystemTime, PathBuf)> = paths
+        .iter()
+        .map(|p| {
+            let modified = std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+            (modified, p.clone())
+        })
+        .collect();
+    keyed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    for (slot, (_, path)) in paths.iter_mut().zip(keyed) {
+        *slot = path;
     }
 }
 
@@ -346,7 +456,6 @@ mod tests {
         assert_eq!(names(&dir, "node/**/*.py").await, "");
         assert_eq!(names(&dir, "node/*/*.py").await, "node/link/c.py");
         assert_eq!(names(&dir, "node/**").await, "node\nnode/link");
-        assert_eq!(names(&dir, "src/sub/../c.py").await, "src/sub/../c.py");
         assert_eq!(names(&dir, "SRC/*.py").await, "");
         assert_eq!(names(&dir, "*/").await, ".hid\nnode\nsrc");
         assert_eq!(names(&dir, "src//c.py").await, "src/c.py");
@@ -383,6 +492,25 @@ mod tests {
             run(&dir, json!({"pattern": "*.py", "directory": sub})).await,
             ok_text("c.py", "Found 1 matches for pattern `*.py`.")
         );
+    }
+
+    #[tokio::test]
+    async fn patterns_cannot_climb_out() {
+        let dir = tree();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(outside.path().join(".ssh")).unwrap();
+        std::fs::write(outside.path().join(".ssh/id_rsa"), "k").unwrap();
+        for pattern in ["../*", "src/../../*", "../home/.ssh/*"] {
+            let value = run(&dir, json!({ "pattern": pattern })).await;
+            assert_eq!(value.brief(), "Unsafe pattern", "{pattern}");
+        }
+        // Through a symlinked directory: the directory itself is refused, matches under it dropped.
+        std::os::unix::fs::symlink(outside.path(), dir.path("home")).unwrap();
+        assert_eq!(names(&dir, "home/.ssh/*").await, "");
+        assert_eq!(names(&dir, "h*").await, "home");
+        let linked = dir.path("home").to_string_lossy().into_owned();
+        let value = run(&dir, json!({"pattern": "*", "directory": linked})).await;
+        assert_eq!(value.brief(), "Directory outside workspace");
     }
 
     #[tokio::test]
@@ -467,5 +595,38 @@ mod tests {
         )
         .await;
         assert_eq!(value, ok_text("SKILL.md", "Found 1 matches for pattern `*.md`."));
+    }
+    #[tokio::test]
+    async fn kimi_code_rules_sort_newest_first_and_refuse_wildcards_and_braces() {
+        let dir = tree();
+        for (file, secs) in [("a.py", 3_000), ("src/c.py", 1_000), ("src/sub/d.py", 2_000)] {
+            let handle = std::fs::File::options().write(true).open(dir.path(file)).unwrap();
+            handle
+                .set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+                .unwrap();
+        }
+        let tool = Arc::new(Glob::with_rules(dir.env(), Vec::new(), GlobRules::KimiCode));
+        let run = |pattern: &str| call(Arc::clone(&tool), json!({ "pattern": pattern }));
+        // `.e.py` was just written, so it is the newest.
+        let value = run("src/**/*.py").await.1;
+        assert_eq!(value.output, "src/sub/.e.py\nsrc/sub/d.py\nsrc/c.py".into());
+        // `**` leading a pattern with a literal part is fine here (the reference refuses it).
+        let value = run("**/d.py").await.1;
+        assert_eq!(value.output, "src/sub/d.py".into());
+        for pattern in ["**", "**/*", "*/**", "./**/?"] {
+            let value = run(pattern).await.1;
+            assert_eq!(
+                value.display,
+                vec![kimi_wire::message::DisplayBlock::Brief {
+                    text: "Unsafe pattern".into()
+                }],
+                "{pattern}"
+            );
+        }
+        let value = run("*.{py,txt}").await.1;
+        assert!(value.is_error);
+        assert!(value.message.contains("brace expansion"), "{}", value.message);
+        // One level of wildcards is bounded, so it is allowed.
+        assert!(!run("*").await.1.is_error);
     }
 }

@@ -18,6 +18,10 @@
 //! 50 000-character budget. The search stops at [`TIMEOUT`] or once [`MAX_BUFFER`] bytes of output
 //! are collected, like the reference's limits on rg.
 //!
+//! Beyond the reference, a search whose real root lies outside the workspace (and the other places
+//! reads need no approval) asks first, like ReadFile; secrets are recognised by the wider list and by
+//! real path too; symlinks below the root are not followed.
+//!
 //! Differences: `content` and `count_matches` output is sorted by path (rg's order depends on
 //! thread timing); a sensitive file is never shown, even when searched on its own; files that cannot
 //! be read are skipped instead of failing the whole search; the `count_matches` summary counts a
@@ -45,8 +49,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::paths::expand_user;
-use super::sensitive::{is_sensitive_file, sensitive_file_warning};
+use super::FileSettings;
+use super::access::admit;
+use super::paths::{expand_user, normalize};
+use super::sensitive::{SecretFiles, sensitive_file_warning};
 use super::{tool_error, tool_spec};
 use crate::output::OutputBuilder;
 
@@ -132,14 +138,16 @@ fn yes() -> bool {
 pub struct Grep {
     spec: ToolSpec,
     env: Arc<Environment>,
+    settings: FileSettings,
 }
 
 impl Grep {
     /// The tool; relative paths are searched from `env.work_dir`.
-    pub fn new(env: Arc<Environment>) -> Self {
+    pub fn new(env: Arc<Environment>, settings: FileSettings) -> Self {
         Self {
             spec: tool_spec::<GrepParams>("Grep", include_str!("descriptions/grep.md")),
             env,
+            settings,
         }
     }
 }
@@ -157,7 +165,17 @@ impl Tool for Grep {
         Box::pin(async move {
             let params: GrepParams = parse_args(args)?;
             let work_dir = self.env.work_dir.clone();
-            Ok(Plan::read_only(Box::pin(run(params, work_dir, ctx.cancel))))
+            let named = normalize(&search_root(&params, &work_dir));
+            let admitted = admit(&params.path, named, &self.env, &self.settings, |shown| {
+                format!("Search `{shown}`")
+            })
+            .await?;
+            let scope = Scope {
+                work_dir,
+                real_root: admitted.target.real.clone(),
+                secrets: self.settings.secrets.clone(),
+            };
+            Ok(admitted.plan(Box::pin(run(params, scope, ctx.cancel))))
         })
     }
 }
@@ -171,14 +189,32 @@ impl Drop for StopOnDrop {
     }
 }
 
-async fn run(params: GrepParams, work_dir: PathBuf, cancel: CancellationToken) -> ToolReturnValue {
+/// Where a search runs and what it must leave out.
+struct Scope {
+    work_dir: PathBuf,
+    /// The searched path's real path (where the walk really goes).
+    real_root: PathBuf,
+    secrets: SecretFiles,
+}
+
+/// The path to search, as given (`~` expanded) and joined to the work dir when relative.
+fn search_root(params: &GrepParams, work_dir: &Path) -> PathBuf {
+    let given = expand_user(&params.path);
+    if given.is_absolute() {
+        given
+    } else {
+        work_dir.join(&given)
+    }
+}
+
+async fn run(params: GrepParams, scope: Scope, cancel: CancellationToken) -> ToolReturnValue {
     let stop = Arc::new(AtomicBool::new(false));
     let _guard = StopOnDrop(Arc::clone(&stop));
     let search_stop = Arc::clone(&stop);
     let search_params = params.clone();
     let mut task = tokio::task::spawn_blocking(move || {
         let deadline = Instant::now() + TIMEOUT;
-        search(&search_params, &work_dir, &search_stop, deadline)
+        search(&search_params, &scope, &search_stop, deadline)
     });
     let joined = tokio::select! {
         joined = &mut task => joined,
@@ -274,19 +310,11 @@ impl Namer<'_> {
 }
 
 /// Walks and searches; runs on a blocking thread. `Err` is a message for "Failed to grep".
-fn search(
-    params: &GrepParams,
-    work_dir: &Path,
-    stop: &AtomicBool,
-    deadline: Instant,
-) -> Result<Found, String> {
+fn search(params: &GrepParams, scope: &Scope, stop: &AtomicBool, deadline: Instant) -> Result<Found, String> {
+    let work_dir = scope.work_dir.as_path();
     let mode = Mode::parse(&params.output_mode);
     let given = expand_user(&params.path);
-    let root = if given.is_absolute() {
-        given.clone()
-    } else {
-        work_dir.join(&given)
-    };
+    let root = search_root(params, work_dir);
     let root_meta = std::fs::metadata(&root).map_err(|e| format!("{}: {e}", given.to_string_lossy()))?;
     let namer = Namer {
         root: &root,
@@ -331,6 +359,7 @@ fn search(
         let matcher = matcher.clone();
         let (namer, hits, sensitive, collected) = (&namer, &hits, &sensitive, &collected);
         let (timed_out, buffer_full) = (&timed_out, &buffer_full);
+        let root = root.as_path();
         let mut lines = Vec::new();
         Box::new(move |entry| {
             if stop.load(Ordering::Relaxed) {
@@ -355,7 +384,12 @@ fn search(
                 return WalkState::Continue;
             }
             let path = entry.path();
-            let is_secret = is_sensitive_file(path);
+            // Below the root nothing is a symlink (they are not followed), so the real path of an
+            // entry is the root's real path and the rest.
+            let real = path
+                .strip_prefix(root)
+                .map_or_else(|_| scope.real_root.clone(), |rest| scope.real_root.join(rest));
+            let is_secret = scope.secrets.is_secret(path) || scope.secrets.is_secret(&real);
             lines.clear();
             let mut sink = FileSink {
                 mode: if is_secret { Mode::FilesWithMatches } else { mode },
@@ -685,7 +719,9 @@ mod tests {
     use serde_json::json;
 
     async fn grep(dir: &TestDir, args: Value) -> ToolReturnValue {
-        call(Arc::new(Grep::new(dir.env())), args).await.1
+        call(Arc::new(Grep::new(dir.env(), FileSettings::default())), args)
+            .await
+            .1
     }
 
     fn set_mtime(path: &Path, secs: u64) {
@@ -815,6 +851,39 @@ mod tests {
             value.message,
             "Results truncated to 250 lines (total: 300). Use offset=250 to see more."
         );
+    }
+
+    #[tokio::test]
+    async fn a_search_outside_the_workspace_asks_and_secrets_stay_out_by_real_path() {
+        let dir = sample();
+        let other = tempfile::tempdir().unwrap();
+        let outside = other.path().canonicalize().unwrap();
+        std::fs::write(outside.join("notes"), "foo outside\n").unwrap();
+        let tool = Arc::new(Grep::new(dir.env(), FileSettings::default()));
+        let (effect, _) = call(
+            Arc::clone(&tool),
+            json!({"pattern": "foo", "path": outside.to_string_lossy()}),
+        )
+        .await;
+        let Some(kimi_core::toolset::Effect::SideEffect(ask)) = effect else {
+            panic!("expected a question, got {effect:?}")
+        };
+        assert_eq!(ask.action, "read file outside of working directory");
+        assert_eq!(ask.description, format!("Search `{}`", outside.display()));
+        // The agent's own config, reached through a link whose name says nothing.
+        std::fs::write(outside.join("config.toml"), "foo = 'key'\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("config.toml"), dir.path("settings.txt")).unwrap();
+        let tool = Arc::new(Grep::new(
+            dir.env(),
+            FileSettings {
+                read_roots: Vec::new(),
+                secrets: SecretFiles::new(&outside, None),
+            },
+        ));
+        let (effect, value) = call(tool, json!({"pattern": "foo", "path": "settings.txt"})).await;
+        assert!(matches!(effect, Some(kimi_core::toolset::Effect::SideEffect(_))));
+        assert!(value.message.contains("Skipped 1 sensitive file(s)"), "{value:?}");
+        assert!(!format!("{:?}", value.output).contains("key"), "{value:?}");
     }
 
     #[tokio::test]

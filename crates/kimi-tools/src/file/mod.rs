@@ -6,16 +6,23 @@
 //!
 //! Layout:
 //! - `paths`: `~` expansion, lexical canonical paths, the workspace rule, the directory listing;
-//! - [`sensitive`]: the secret-file filter ReadFile and Grep apply;
+//! - `real_path`: where a path really leads (symlinks resolved), and opening exactly that file
+//!   without following symlinks, so a decision and the I/O after it see the same file;
+//! - `scope`: whether a real path lies in the workspace, and how approvals name it;
+//! - `access`: the reading tools' gate (secrets refused, reads outside the workspace asked);
+//! - [`sensitive`]: the secret-file filter the reading tools apply;
 //! - `file_type`: text / image / video / binary detection;
 //! - `diff`: the diff display blocks of the two editing tools;
 //! - one module per tool.
 //!
-//! Reading tools declare [`Effect::ReadOnly`](kimi_core::toolset::Effect); the editing tools compute
-//! their change while planning, so the approval request can show the diff, and write only when run.
-//! Nothing here asks for approval or knows about plan mode: the toolset does both from the declared
-//! effect (its `writes` list names the file).
+//! Every decision is made on the real path (docs/security.md): reading tools declare
+//! [`Effect::ReadOnly`](kimi_core::toolset::Effect) inside the workspace and a side effect (the
+//! [`ACTION_READ_OUTSIDE`] question) outside it; the editing tools compute their change while
+//! planning, so the approval request names the real file and shows the diff, and write only when run,
+//! to that same file. Nothing here asks for approval or knows about plan mode: the toolset does both
+//! from the declared effect (its `writes` list names the file).
 
+mod access;
 mod diff;
 mod edit;
 mod file_type;
@@ -24,15 +31,22 @@ mod grep;
 mod paths;
 mod read;
 mod read_media;
+mod real_path;
+mod scope;
 pub mod sensitive;
 mod write;
 
+pub use access::ACTION_READ_OUTSIDE;
 pub use edit::StrReplaceFile;
-pub use glob::Glob;
+pub use glob::{Glob, GlobRules};
 pub use grep::Grep;
 pub use read::ReadFile;
 pub use read_media::ReadMediaFile;
+pub use sensitive::SecretFiles;
 pub use write::WriteFile;
+
+pub(crate) use paths::expand_user;
+use std::path::{Path, PathBuf};
 
 use kimi_core::state::Environment;
 use kimi_core::toolset::schema_for;
@@ -44,6 +58,16 @@ use schemars::JsonSchema;
 pub const ACTION_EDIT: &str = "edit file";
 /// The approval action for edits outside the workspace.
 pub const ACTION_EDIT_OUTSIDE: &str = "edit file outside of working directory";
+
+/// What the file tools know besides the workspace.
+#[derive(Debug, Clone, Default)]
+pub struct FileSettings {
+    /// Directories the reading tools read without asking, besides the workspace and the session
+    /// directory (where large outputs are saved): the skills directories and the plans directory.
+    pub read_roots: Vec<PathBuf>,
+    /// The agent's own secrets (its configuration and credentials), refused like any secret.
+    pub secrets: sensitive::SecretFiles,
+}
 
 /// A tool's spec from its argument type and description.
 fn tool_spec<T: JsonSchema>(name: &str, description: &str) -> ToolSpec {
@@ -69,16 +93,17 @@ fn tool_error(message: impl Into<String>, brief: &str) -> ToolReturnValue {
     ToolReturnValue::error("", message, brief)
 }
 
-/// The sandbox's writable roots, for the tools that write: where `path` really points (symlinks
-/// followed) must lie in one of them. Called when planning, so a refused write is never put to the user,
-/// and again just before writing, so a symlink planted in between does not lead the write out. In plan
-/// mode the toolset lets a call write nothing but the plan file (the agent's own file, outside the
-/// workspace), so the roots do not apply there.
-fn check_sandbox(env: &Environment, path: &std::path::Path, plan_mode: bool) -> Result<(), ToolReturnValue> {
+/// The sandbox's writable roots, for the tools that write: `real`, the target's real path
+/// ([`scope::Target::real`], the file the write will open following no symlink), must lie in one of
+/// them. Called when planning, so a refused write is never put to the user, and again just before
+/// writing, against the roots as they are then (as a command started then would be). In plan mode the
+/// toolset lets a call write nothing but the plan file (the agent's own file, outside the workspace),
+/// so the roots do not apply there.
+fn check_sandbox(env: &Environment, real: &Path, plan_mode: bool) -> Result<(), ToolReturnValue> {
     if plan_mode {
         return Ok(());
     }
-    env.check_write(path)
+    env.check_write(real)
         .map_err(|e| tool_error(e.to_string(), "Outside the sandbox"))
 }
 

@@ -5,9 +5,12 @@
 //! A positive `line_offset` reads forward from that line; a negative one reads the last lines. At
 //! most [`MAX_LINES`] lines or about [`MAX_BYTES`] bytes come back, each line cut at
 //! [`MAX_LINE_LENGTH`] characters; the message always gives the file's total line count.
+//!
+//! Beyond the reference: the file is judged by its real path (`access`): secrets are refused, a file
+//! outside the workspace is read only after the user approves, and the file read is the one judged.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -20,10 +23,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::access::admit_read;
 use super::file_type::{FileKind, MEDIA_SNIFF_BYTES, detect_file_type};
 use super::paths::resolve_tool_path;
-use super::sensitive::is_sensitive_file;
-use super::{blocking, tool_error, tool_spec};
+use super::real_path::{OpenFor, open_real};
+use super::scope::Target;
+use super::{FileSettings, blocking, tool_error, tool_spec};
 use crate::args;
 use crate::output::truncate_line;
 
@@ -83,14 +88,16 @@ impl ReadParams {
 pub struct ReadFile {
     spec: ToolSpec,
     env: Arc<Environment>,
+    settings: FileSettings,
 }
 
 impl ReadFile {
     /// The tool, resolving relative paths against `env.work_dir`.
-    pub fn new(env: Arc<Environment>) -> Self {
+    pub fn new(env: Arc<Environment>, settings: FileSettings) -> Self {
         Self {
             spec: tool_spec::<ReadParams>("ReadFile", include_str!("descriptions/read.md")),
             env,
+            settings,
         }
     }
 }
@@ -108,12 +115,22 @@ impl Tool for ReadFile {
         Box::pin(async move {
             let params: ReadParams = parse_args(args)?;
             params.validate()?;
-            let env = Arc::clone(&self.env);
-            Ok(Plan::read_only(Box::pin(async move {
-                let raw = params.path.clone();
-                blocking(move || read_file(&env, &params))
+            let raw = params.path.clone();
+            if raw.is_empty() {
+                return Err(tool_error("File path cannot be empty.", "Empty file path"));
+            }
+            let named = resolve_tool_path(&raw, &self.env, "read")
+                .map_err(|message| tool_error(message, "Invalid path"))?;
+            let admitted = admit_read(&raw, named, &self.env, &self.settings, |shown| {
+                format!("Read file `{shown}`")
+            })
+            .await?;
+            let target = admitted.target.clone();
+            Ok(admitted.plan(Box::pin(async move {
+                let shown = raw.clone();
+                blocking(move || read_file(&raw, &target, &params))
                     .await
-                    .unwrap_or_else(|e| failed(&raw, &e))
+                    .unwrap_or_else(|e| failed(&shown, &e))
             })))
         })
     }
@@ -127,48 +144,37 @@ fn failed(raw: &str, error: &str) -> ToolReturnValue {
     )
 }
 
-/// The whole call, on a blocking thread.
-fn read_file(env: &Environment, params: &ReadParams) -> ToolReturnValue {
-    let raw = params.path.as_str();
-    if raw.is_empty() {
-        return tool_error("File path cannot be empty.", "Empty file path");
-    }
-    let path = match resolve_tool_path(raw, env, "read") {
-        Ok(path) => path,
-        Err(message) => return tool_error(message, "Invalid path"),
-    };
-    if is_sensitive_file(&path) {
-        return tool_error(
-            format!(
-                "`{raw}` appears to contain secrets (matched sensitive file pattern). Reading this file is blocked to protect credentials."
-            ),
-            "Sensitive file",
-        );
-    }
-    match check_text_file(raw, &path) {
-        Ok(()) => {}
+/// The read itself, on a blocking thread: the admitted file is opened once, without following
+/// symlinks, and everything after (type, lines) comes from that open file.
+fn read_file(raw: &str, target: &Target, params: &ReadParams) -> ToolReturnValue {
+    let mut file = match open_checked(raw, target) {
+        Ok(file) => file,
         Err(Checked::Refused(value)) => return value,
         Err(Checked::Io(e)) => return failed(raw, &e.to_string()),
+    };
+    if let Err(checked) = check_text_file(raw, &target.named, &mut file) {
+        return match checked {
+            Checked::Refused(value) => value,
+            Checked::Io(e) => failed(raw, &e.to_string()),
+        };
     }
-    let result = std::fs::File::open(&path).and_then(|file| {
-        let reader = BufReader::with_capacity(64 << 10, file);
-        if params.line_offset < 0 {
-            read_tail(
-                reader,
-                params.line_offset.unsigned_abs() as usize,
-                params.n_lines as usize,
-            )
-        } else {
-            read_forward(reader, params.line_offset as usize, params.n_lines as usize)
-        }
-    });
+    let reader = BufReader::with_capacity(64 << 10, file);
+    let result = if params.line_offset < 0 {
+        read_tail(
+            reader,
+            params.line_offset.unsigned_abs() as usize,
+            params.n_lines as usize,
+        )
+    } else {
+        read_forward(reader, params.line_offset as usize, params.n_lines as usize)
+    };
     match result {
         Ok(window) => window.into_result(),
         Err(e) => failed(raw, &e.to_string()),
     }
 }
 
-/// Why a path cannot be read as text.
+/// Why a path cannot be read.
 pub(crate) enum Checked {
     /// The reference's answer for this case.
     Refused(ToolReturnValue),
@@ -176,11 +182,17 @@ pub(crate) enum Checked {
     Io(std::io::Error),
 }
 
-/// Existence, regular file, and text-ness checks, with the reference's messages (which quote the path
-/// as the model wrote it).
-fn check_text_file(raw: &str, path: &Path) -> Result<(), Checked> {
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
+/// Opens the admitted file for reading, with the reference's messages (which quote the path as the
+/// model wrote it) for a missing file and for something that is not a file.
+pub(crate) fn open_checked(raw: &str, target: &Target) -> Result<std::fs::File, Checked> {
+    match std::fs::metadata(&target.real) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(Checked::Refused(tool_error(
+                format!("`{raw}` is not a file."),
+                "Invalid path",
+            )));
+        }
+        Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Checked::Refused(tool_error(
                 format!("`{raw}` does not exist."),
@@ -188,15 +200,14 @@ fn check_text_file(raw: &str, path: &Path) -> Result<(), Checked> {
             )));
         }
         Err(e) => return Err(Checked::Io(e)),
-    };
-    if !meta.is_file() {
-        return Err(Checked::Refused(tool_error(
-            format!("`{raw}` is not a file."),
-            "Invalid path",
-        )));
     }
-    let header = read_header(path).map_err(Checked::Io)?;
-    match detect_file_type(path, Some(&header)) {
+    open_real(&target.real, OpenFor::Read).map_err(Checked::Io)
+}
+
+/// The text-ness check, with the reference's messages. `named` gives the extension.
+fn check_text_file(raw: &str, named: &Path, file: &mut std::fs::File) -> Result<(), Checked> {
+    let header = read_header(file).map_err(Checked::Io)?;
+    match detect_file_type(named, Some(&header)) {
         FileKind::Text => Ok(()),
         kind @ (FileKind::Image(_) | FileKind::Video(_)) => Err(Checked::Refused(tool_error(
             format!(
@@ -214,12 +225,13 @@ fn check_text_file(raw: &str, path: &Path) -> Result<(), Checked> {
     }
 }
 
-/// The first [`MEDIA_SNIFF_BYTES`] bytes of `path`.
-pub(crate) fn read_header(path: &Path) -> std::io::Result<Vec<u8>> {
+/// The first [`MEDIA_SNIFF_BYTES`] bytes of `file`, which is left at its start again.
+pub(crate) fn read_header(file: &mut std::fs::File) -> std::io::Result<Vec<u8>> {
     let mut header = Vec::with_capacity(MEDIA_SNIFF_BYTES);
-    std::fs::File::open(path)?
+    file.by_ref()
         .take(MEDIA_SNIFF_BYTES as u64)
         .read_to_end(&mut header)?;
+    file.seek(SeekFrom::Start(0))?;
     Ok(header)
 }
 
@@ -421,13 +433,14 @@ fn read_tail<R: BufRead>(reader: R, count: usize, n_lines: usize) -> std::io::Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::file::sensitive::SecretFiles;
     use crate::file::test_support::{TestDir, call, ok_text};
-    use kimi_core::toolset::Effect;
+    use kimi_core::toolset::{ApprovalAsk, Effect};
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
     fn tool(dir: &TestDir) -> Arc<ReadFile> {
-        Arc::new(ReadFile::new(dir.env()))
+        Arc::new(ReadFile::new(dir.env(), FileSettings::default()))
     }
 
     #[tokio::test]
@@ -625,12 +638,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn absolute_paths_outside_the_workspace_are_read() {
+    async fn reads_outside_the_workspace_ask_first() {
         let dir = TestDir::new();
         let other = tempfile::tempdir().unwrap();
-        let file = other.path().join("o.txt");
+        let file = other.path().canonicalize().unwrap().join("o.txt");
         std::fs::write(&file, "x\n").unwrap();
-        let (_, value) = call(tool(&dir), json!({ "path": file.to_string_lossy() })).await;
+        let (effect, value) = call(tool(&dir), json!({ "path": file.to_string_lossy() })).await;
+        assert_eq!(
+            effect,
+            Some(Effect::SideEffect(ApprovalAsk {
+                action: "read file outside of working directory".into(),
+                description: format!("Read file `{}`", file.display()),
+                display: Vec::new(),
+                writes: Vec::new(),
+            }))
+        );
         assert_eq!(
             value,
             ok_text(
@@ -638,6 +660,65 @@ mod tests {
                 "1 lines read from file starting from line 1. Total lines in file: 1. End of file reached."
             )
         );
+        // The same file through a workspace symlink is judged where it points.
+        std::os::unix::fs::symlink(&file, dir.path("notes.txt")).unwrap();
+        let (effect, _) = call(tool(&dir), json!({ "path": "notes.txt" })).await;
+        let Some(Effect::SideEffect(ask)) = effect else {
+            panic!("expected a question, got {effect:?}")
+        };
+        assert_eq!(ask.description, format!("Read file `{}`", file.display()));
+    }
+
+    #[tokio::test]
+    async fn secrets_are_refused_by_name_and_by_where_they_point() {
+        let dir = TestDir::new();
+        let other = tempfile::tempdir().unwrap();
+        let key = other.path().join("id_rsa");
+        std::fs::write(&key, "PRIVATE").unwrap();
+        std::os::unix::fs::symlink(&key, dir.path("readme.md")).unwrap();
+        let (effect, value) = call(tool(&dir), json!({ "path": "readme.md" })).await;
+        assert_eq!(effect, None);
+        assert_eq!(value.brief(), "Sensitive file");
+        let secrets = SecretFiles::new(other.path(), None);
+        std::fs::write(other.path().join("config.toml"), "api_key = 'k'").unwrap();
+        let tool = Arc::new(ReadFile::new(
+            dir.env(),
+            FileSettings {
+                read_roots: vec![other.path().to_path_buf()],
+                secrets,
+            },
+        ));
+        let config = other.path().join("config.toml");
+        let (_, value) = call(tool, json!({ "path": config.to_string_lossy() })).await;
+        assert_eq!(value.brief(), "Sensitive file");
+    }
+
+    #[tokio::test]
+    async fn the_session_dir_and_read_roots_need_no_question() {
+        let dir = TestDir::new();
+        dir.write(".session/tool-outputs/tc.txt", "saved\n");
+        let (effect, value) = call(
+            tool(&dir),
+            json!({ "path": dir.path(".session/tool-outputs/tc.txt").to_string_lossy() }),
+        )
+        .await;
+        assert_eq!(effect, Some(Effect::ReadOnly));
+        assert!(!value.is_error);
+        let skills = tempfile::tempdir().unwrap();
+        std::fs::write(skills.path().join("SKILL.md"), "skill\n").unwrap();
+        let tool = Arc::new(ReadFile::new(
+            dir.env(),
+            FileSettings {
+                read_roots: vec![skills.path().to_path_buf()],
+                secrets: SecretFiles::default(),
+            },
+        ));
+        let (effect, _) = call(
+            tool,
+            json!({ "path": skills.path().join("SKILL.md").to_string_lossy() }),
+        )
+        .await;
+        assert_eq!(effect, Some(Effect::ReadOnly));
     }
 
     #[test]

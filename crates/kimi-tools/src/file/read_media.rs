@@ -8,6 +8,7 @@
 //! The reference uploads videos through the Kimi files API when the provider is Kimi; we always send a
 //! `data:` URL, which is what it does for every other provider.
 
+use std::io::Read;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -19,10 +20,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::access::admit_read;
 use super::file_type::{FileKind, detect_file_type};
 use super::paths::resolve_tool_path;
-use super::read::read_header;
-use super::{blocking, tool_error, tool_spec};
+use super::read::{Checked, open_checked, read_header};
+use super::scope::Target;
+use super::{FileSettings, blocking, tool_error, tool_spec};
 
 /// Largest file accepted, in MiB.
 pub const MAX_MEDIA_MEGABYTES: u64 = 100;
@@ -39,6 +42,7 @@ struct MediaParams {
 pub struct ReadMediaFile {
     spec: ToolSpec,
     env: Arc<Environment>,
+    settings: FileSettings,
     image_in: bool,
     video_in: bool,
 }
@@ -48,6 +52,7 @@ impl ReadMediaFile {
     /// model's capability names (`image_in`, `video_in`, ...).
     pub fn new<S: AsRef<str>>(
         env: Arc<Environment>,
+        settings: FileSettings,
         capabilities: impl IntoIterator<Item = S>,
     ) -> Option<Self> {
         let mut image_in = false;
@@ -73,6 +78,7 @@ impl ReadMediaFile {
         Some(Self {
             spec: tool_spec::<MediaParams>("ReadMediaFile", &description),
             env,
+            settings,
             image_in,
             video_in,
         })
@@ -91,11 +97,22 @@ impl Tool for ReadMediaFile {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: MediaParams = parse_args(args)?;
-            Ok(Plan::read_only(Box::pin(async move {
-                let raw = params.path.clone();
-                blocking(move || self.load(&params.path))
+            let raw = params.path;
+            if raw.is_empty() {
+                return Err(tool_error("File path cannot be empty.", "Empty file path"));
+            }
+            let named = resolve_tool_path(&raw, &self.env, "read")
+                .map_err(|message| tool_error(message, "Invalid path"))?;
+            let admitted = admit_read(&raw, named, &self.env, &self.settings, |shown| {
+                format!("Read media file `{shown}`")
+            })
+            .await?;
+            let target = admitted.target.clone();
+            Ok(admitted.plan(Box::pin(async move {
+                let shown = raw.clone();
+                blocking(move || self.load(&raw, &target))
                     .await
-                    .unwrap_or_else(|e| failed(&raw, &e))
+                    .unwrap_or_else(|e| failed(&shown, &e))
             })))
         })
     }
@@ -110,29 +127,21 @@ fn failed(raw: &str, error: &str) -> ToolReturnValue {
 }
 
 impl ReadMediaFile {
-    fn load(&self, raw: &str) -> ToolReturnValue {
-        if raw.is_empty() {
-            return tool_error("File path cannot be empty.", "Empty file path");
-        }
-        let path = match resolve_tool_path(raw, &self.env, "read") {
-            Ok(path) => path,
-            Err(message) => return tool_error(message, "Invalid path"),
+    fn load(&self, raw: &str, target: &Target) -> ToolReturnValue {
+        let mut file = match open_checked(raw, target) {
+            Ok(file) => file,
+            Err(Checked::Refused(value)) => return value,
+            Err(Checked::Io(e)) => return failed(raw, &e.to_string()),
         };
-        let meta = match std::fs::metadata(&path) {
+        let meta = match file.metadata() {
             Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return tool_error(format!("`{raw}` does not exist."), "File not found");
-            }
             Err(e) => return failed(raw, &e.to_string()),
         };
-        if !meta.is_file() {
-            return tool_error(format!("`{raw}` is not a file."), "Invalid path");
-        }
-        let header = match read_header(&path) {
+        let header = match read_header(&mut file) {
             Ok(header) => header,
             Err(e) => return failed(raw, &e.to_string()),
         };
-        let kind = detect_file_type(&path, Some(&header));
+        let kind = detect_file_type(&target.named, Some(&header));
         let (tag, mime) = match kind {
             FileKind::Text => {
                 return tool_error(
@@ -163,7 +172,7 @@ impl ReadMediaFile {
             FileKind::Image(mime) => ("image", mime),
             FileKind::Video(mime) => ("video", mime),
         };
-        let shown = path.to_string_lossy().into_owned();
+        let shown = target.shown.to_string_lossy().into_owned();
         let size = meta.len();
         if size == 0 {
             return tool_error(format!("`{shown}` is empty."), "Empty file");
@@ -176,10 +185,10 @@ impl ReadMediaFile {
                 "File too large",
             );
         }
-        let data = match std::fs::read(&path) {
-            Ok(data) => data,
-            Err(e) => return failed(raw, &e.to_string()),
-        };
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        if let Err(e) = file.read_to_end(&mut data) {
+            return failed(raw, &e.to_string());
+        }
         let url = MediaUrl::new(format!("data:{mime};base64,{}", base64(&data)));
         let (part, pixels) = if tag == "image" {
             (
@@ -308,7 +317,7 @@ mod tests {
     use serde_json::json;
 
     fn media_tool(dir: &TestDir, caps: &[&str]) -> Option<ReadMediaFile> {
-        ReadMediaFile::new(dir.env(), caps)
+        ReadMediaFile::new(dir.env(), FileSettings::default(), caps)
     }
 
     /// A 2x3 PNG header (enough for detection and the size; the pixels are not needed).

@@ -3,8 +3,12 @@
 //! Reference: `kimi_cli/tools/file/write.py`. Planning checks the path (the parent directory must
 //! exist), reads the current text and builds the diff shown in the approval request; running writes
 //! the content exactly as given (no newline translation) and reports the new size.
+//!
+//! Beyond the reference, the decision is made on the real target (symlinks resolved): the approval
+//! names it, a target outside the workspace is the "outside" action, and the write opens exactly
+//! that file without following symlinks, so a link swapped in while the user decides makes the write
+//! fail instead of landing elsewhere.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -15,11 +19,15 @@ use kimi_wire::message::{DisplayBlock, ToolReturnValue};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
 
 use super::diff::build_diff_blocks;
-use super::paths::{is_within_workspace, resolve_tool_path};
-use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, blocking, check_sandbox, decode_text, tool_error, tool_spec};
+use super::paths::resolve_tool_path;
+use super::real_path::{OpenFor, read_real, write_real};
+use super::scope::Target;
+use super::{
+    ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, check_sandbox, decode_text, tool_error,
+    tool_spec,
+};
 
 // How the content is written: replace the whole file, or add to its end. (No doc comments on the
 // variants, so the schema is a plain string `enum` as the reference's.)
@@ -48,14 +56,16 @@ struct WriteParams {
 pub struct WriteFile {
     spec: ToolSpec,
     env: Arc<Environment>,
+    settings: FileSettings,
 }
 
 impl WriteFile {
     /// The tool, resolving relative paths against `env.work_dir`.
-    pub fn new(env: Arc<Environment>) -> Self {
+    pub fn new(env: Arc<Environment>, settings: FileSettings) -> Self {
         Self {
             spec: tool_spec::<WriteParams>("WriteFile", include_str!("descriptions/write.md")),
             env,
+            settings,
         }
     }
 }
@@ -72,16 +82,16 @@ impl Tool for WriteFile {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: WriteParams = parse_args(args)?;
-            let prepared = prepare(&self.env, &params).await?;
-            check_sandbox(&self.env, &prepared.path, ctx.plan_mode)?;
+            let prepared = prepare(&self.env, &self.settings, &params).await?;
+            check_sandbox(&self.env, &prepared.target.real, ctx.plan_mode)?;
             let ask = ApprovalAsk {
                 action: prepared.action.to_owned(),
-                description: format!("Write file `{}`", prepared.path.display()),
+                description: format!("Write file `{}`", prepared.target.shown.display()),
                 display: prepared.diff.clone(),
-                writes: vec![prepared.path.clone()],
+                writes: vec![prepared.target.shown.clone()],
             };
             let run = async move {
-                if let Err(refusal) = check_sandbox(&self.env, &prepared.path, ctx.plan_mode) {
+                if let Err(refusal) = check_sandbox(&self.env, &prepared.target.real, ctx.plan_mode) {
                     return refusal;
                 }
                 run(params, prepared).await
@@ -94,7 +104,7 @@ impl Tool for WriteFile {
 /// What planning found out.
 #[derive(Debug)]
 struct Prepared {
-    path: PathBuf,
+    target: Target,
     action: &'static str,
     diff: Vec<DisplayBlock>,
 }
@@ -107,13 +117,18 @@ fn failed(raw: &str, error: &str) -> ToolReturnValue {
     )
 }
 
-async fn prepare(env: &Environment, params: &WriteParams) -> Result<Prepared, ToolReturnValue> {
+async fn prepare(
+    env: &Arc<Environment>,
+    settings: &FileSettings,
+    params: &WriteParams,
+) -> Result<Prepared, ToolReturnValue> {
     let raw = params.path.as_str();
     if raw.is_empty() {
         return Err(tool_error("File path cannot be empty.", "Empty file path"));
     }
-    let path = resolve_tool_path(raw, env, "write").map_err(|message| tool_error(message, "Invalid path"))?;
-    let parent_exists = match path.parent() {
+    let named =
+        resolve_tool_path(raw, env, "write").map_err(|message| tool_error(message, "Invalid path"))?;
+    let parent_exists = match named.parent() {
         Some(parent) => tokio::fs::try_exists(parent).await.unwrap_or(false),
         None => true,
     };
@@ -123,46 +138,48 @@ async fn prepare(env: &Environment, params: &WriteParams) -> Result<Prepared, To
             "Parent directory not found",
         ));
     }
-    let old_text = match tokio::fs::try_exists(&path).await {
-        Ok(true) => {
-            let bytes = tokio::fs::read(&path)
-                .await
-                .map_err(|e| failed(raw, &e.to_string()))?;
-            decode_text(&bytes)
-        }
-        Ok(false) => String::new(),
-        Err(e) => return Err(failed(raw, &e.to_string())),
-    };
-    let new_text = match params.mode {
-        WriteMode::Overwrite => params.content.clone(),
-        WriteMode::Append => format!("{old_text}{}", params.content),
-    };
-    let shown = path.to_string_lossy().into_owned();
-    let diff = blocking(move || build_diff_blocks(&shown, &old_text, &new_text))
+    let (env, roots, mode) = (Arc::clone(env), settings.read_roots.clone(), params.mode);
+    let content = params.content.clone();
+    let work = blocking(move || -> std::io::Result<_> {
+        let target = Target::resolve(named, &env, &roots)?;
+        let old_text = match std::fs::symlink_metadata(&target.real) {
+            Ok(_) => decode_text(&read_real(&target.real)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e),
+        };
+        let new_text = match mode {
+            WriteMode::Overwrite => content,
+            WriteMode::Append => format!("{old_text}{content}"),
+        };
+        let diff = build_diff_blocks(&target.shown.to_string_lossy(), &old_text, &new_text);
+        Ok((target, diff))
+    });
+    let (target, diff) = work
         .await
-        .map_err(|e| failed(raw, &e))?;
-    let action = if is_within_workspace(&path, env) {
+        .map_err(|e| failed(raw, &e))?
+        .map_err(|e| failed(raw, &e.to_string()))?;
+    let action = if target.in_workspace {
         ACTION_EDIT
     } else {
         ACTION_EDIT_OUTSIDE
     };
-    Ok(Prepared { path, action, diff })
+    Ok(Prepared { target, action, diff })
 }
 
 async fn run(params: WriteParams, prepared: Prepared) -> ToolReturnValue {
-    let raw = params.path.as_str();
-    let written = match params.mode {
-        WriteMode::Overwrite => tokio::fs::write(&prepared.path, params.content.as_bytes()).await,
-        WriteMode::Append => append(&prepared.path, params.content.as_bytes()).await,
+    let raw = params.path.clone();
+    let (mode, real) = (params.mode, prepared.target.real.clone());
+    let how = match mode {
+        WriteMode::Overwrite => OpenFor::Overwrite,
+        WriteMode::Append => OpenFor::Append,
     };
-    if let Err(e) = written {
-        return failed(raw, &e.to_string());
-    }
-    let size = match tokio::fs::metadata(&prepared.path).await {
-        Ok(meta) => meta.len(),
-        Err(e) => return failed(raw, &e.to_string()),
+    let written = blocking(move || write_real(&real, how, params.content.as_bytes())).await;
+    let size = match written {
+        Ok(Ok(size)) => size,
+        Ok(Err(e)) => return failed(&raw, &e.to_string()),
+        Err(e) => return failed(&raw, &e),
     };
-    let verb = match params.mode {
+    let verb = match mode {
         WriteMode::Overwrite => "overwritten",
         WriteMode::Append => "appended to",
     };
@@ -175,26 +192,16 @@ async fn run(params: WriteParams, prepared: Prepared) -> ToolReturnValue {
     }
 }
 
-async fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = tokio::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .await?;
-    file.write_all(bytes).await?;
-    file.flush().await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file::test_support::{TestDir, call};
+    use crate::file::test_support::{TestDir, call, ctx};
     use kimi_core::toolset::Effect;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
     fn tool(dir: &TestDir) -> Arc<WriteFile> {
-        Arc::new(WriteFile::new(dir.env()))
+        Arc::new(WriteFile::new(dir.env(), FileSettings::default()))
     }
 
     fn diff(path: &str, old_text: &str, new_text: &str, old_start: u32, new_start: u32) -> DisplayBlock {
@@ -282,6 +289,59 @@ mod tests {
         };
         assert_eq!(ask.action, "edit file outside of working directory");
         assert_eq!(ask.writes, vec![target]);
+    }
+
+    #[tokio::test]
+    async fn a_symlink_is_judged_and_named_by_its_target() {
+        let dir = TestDir::new();
+        let other = tempfile::tempdir().unwrap();
+        let outside = other.path().canonicalize().unwrap();
+        std::fs::write(outside.join("bashrc"), "keep").unwrap();
+        std::os::unix::fs::symlink(outside.join("bashrc"), dir.path("notes.md")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.path("linked")).unwrap();
+        for (path, target) in [
+            ("notes.md", "bashrc"),
+            ("linked/bashrc", "bashrc"),
+            ("linked/new", "new"),
+        ] {
+            let plan = tool(&dir)
+                .plan(json!({"path": path, "content": "x"}), ctx())
+                .await
+                .unwrap();
+            let Effect::SideEffect(ask) = plan.effect else {
+                panic!("expected an approval ask")
+            };
+            let real = outside.join(target);
+            assert_eq!(ask.action, "edit file outside of working directory", "{path}");
+            assert_eq!(ask.description, format!("Write file `{}`", real.display()));
+            assert_eq!(ask.writes, vec![real]);
+        }
+        assert_eq!(std::fs::read_to_string(outside.join("bashrc")).unwrap(), "keep");
+    }
+
+    #[tokio::test]
+    async fn a_symlink_swapped_in_while_waiting_is_not_written_through() {
+        let dir = TestDir::new();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("bashrc"), "keep").unwrap();
+        dir.write("notes.md", "old");
+        let plan = tool(&dir)
+            .plan(json!({"path": "notes.md", "content": "evil"}), ctx())
+            .await
+            .unwrap();
+        std::fs::remove_file(dir.path("notes.md")).unwrap();
+        std::os::unix::fs::symlink(other.path().join("bashrc"), dir.path("notes.md")).unwrap();
+        let value = plan.run.await;
+        assert!(value.is_error, "{value:?}");
+        assert!(
+            value.message.contains("changed after it was checked"),
+            "{}",
+            value.message
+        );
+        assert_eq!(
+            std::fs::read_to_string(other.path().join("bashrc")).unwrap(),
+            "keep"
+        );
     }
 
     #[tokio::test]

@@ -11,12 +11,17 @@
 //!
 //! Messages, briefs and the order of checks follow the reference; the content-type and size errors
 //! are ours (docs/protocol.md lists them).
+//!
+//! Beyond the reference (docs/security.md): a fetch from a host not in `fetch_allowed_hosts` asks
+//! first, under an action naming the host (so "approve for session" covers that host only), before
+//! anything leaves, DNS included; and the page request never reaches a local-network address
+//! (`guard`), on any hop, unless `fetch_allow_private_hosts` lists the host.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kimi_core::config::ServiceConfig;
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
 use kimi_llm::http::LazyClient;
 use kimi_llm::{ToolSpec, UserAgent};
 use kimi_wire::message::ToolReturnValue;
@@ -27,6 +32,7 @@ use serde_json::{Value, json};
 
 use super::body::{self, ContentType, Kind, ReadError, Size};
 use super::extract;
+use super::guard::{Guard, GuardedClient, HostList, PrivateAddress};
 use super::{Failure, MAX_OUTPUT_CHARS, Timeouts, WebLimits, WebSettings, client, service_headers};
 use crate::output::OutputBuilder;
 
@@ -53,9 +59,16 @@ struct FetchArgs {
 #[derive(Debug)]
 pub struct FetchURL {
     spec: ToolSpec,
-    pages: LazyClient,
+    pages: GuardedClient,
     service: Option<FetchService>,
     max_body_bytes: u64,
+    /// Hosts fetched without asking.
+    allowed_hosts: HostList,
+}
+
+/// The approval action of a fetch from `host` (also the "approve for session" key: one per host).
+fn fetch_action(host: &str) -> String {
+    format!("fetch from {host}")
 }
 
 /// `[services.moonshot_fetch]` and what calling it takes.
@@ -82,11 +95,15 @@ impl FetchURL {
                 client: client(Timeouts::FETCH_SERVICE.capped(timeout_cap)),
                 user_agent: settings.user_agent.clone(),
             });
+        let guard = Guard {
+            allow_private: settings.fetch_allow_private_hosts.clone(),
+        };
         Self {
             spec: crate::tool_spec::<FetchArgs>(NAME, include_str!("../descriptions/fetch_url.md")),
-            pages: client(Timeouts::PAGE.capped(timeout_cap)),
+            pages: GuardedClient::new(guard, Timeouts::PAGE.capped(timeout_cap)),
             service,
             max_body_bytes,
+            allowed_hosts: settings.fetch_allowed_hosts.clone(),
         }
     }
 
@@ -104,11 +121,13 @@ impl FetchURL {
     /// GETs the page and turns it into text.
     async fn fetch_page(&self, url: &str) -> ToolReturnValue {
         let out = OutputBuilder::with_limits(MAX_OUTPUT_CHARS, None);
-        let target = match reqwest::Url::parse(url) {
-            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => parsed,
+        let Some(target) = page_url(url) else {
             // Reference: aiohttp's error for a bad URL is the URL itself.
-            _ => return network_error(out, url),
+            return network_error(out, url);
         };
+        if let Err(refused) = self.pages.guard().check_url(&target) {
+            return private_refused(out, &refused);
+        }
         let pages = match self.pages.get() {
             Ok(pages) => pages,
             Err(e) => return failed(out, url, e.into()),
@@ -120,7 +139,10 @@ impl FetchURL {
             .await
         {
             Ok(response) => response,
-            Err(e) => return failed(out, url, e.into()),
+            Err(e) => match PrivateAddress::find(&e) {
+                Some(refused) => return private_refused(out, refused),
+                None => return failed(out, url, e.into()),
+            },
         };
         let status = response.status().as_u16();
         if status >= 400 {
@@ -222,9 +244,45 @@ impl Tool for FetchURL {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let args: FetchArgs = parse_args(args)?;
-            Ok(Plan::read_only(Box::pin(self.run(args.url, ctx.tool_call_id))))
+            // A URL we could never fetch is refused when run, without a question (nothing is sent).
+            let Some(target) = page_url(&args.url) else {
+                return Ok(Plan::read_only(Box::pin(self.run(args.url, ctx.tool_call_id))));
+            };
+            if let Err(refused) = self.pages.guard().check_url(&target) {
+                return Err(private_refused(
+                    OutputBuilder::with_limits(MAX_OUTPUT_CHARS, None),
+                    &refused,
+                ));
+            }
+            let host = target.host_str().unwrap_or_default().to_owned();
+            if self.allowed_hosts.contains(&host) {
+                return Ok(Plan::read_only(Box::pin(self.run(args.url, ctx.tool_call_id))));
+            }
+            let ask = ApprovalAsk {
+                action: fetch_action(&host),
+                description: format!("Fetch `{}`", args.url),
+                display: Vec::new(),
+                writes: Vec::new(),
+            };
+            Ok(Plan::side_effect(
+                ask,
+                Box::pin(self.run(args.url, ctx.tool_call_id)),
+            ))
         })
     }
+}
+
+/// `url` when it is an `http`/`https` URL with a host, the only kind FetchURL reads.
+fn page_url(url: &str) -> Option<reqwest::Url> {
+    reqwest::Url::parse(url)
+        .ok()
+        .filter(|parsed| matches!(parsed.scheme(), "http" | "https") && parsed.has_host())
+}
+
+/// The refusal of a local-network address.
+fn private_refused(out: OutputBuilder, refused: &PrivateAddress) -> ToolReturnValue {
+    tracing::warn!(host = %refused.host, address = %refused.address, "FetchURL refused a local-network address");
+    out.error(&format!("Failed to fetch URL: {refused}."), "Private address")
 }
 
 fn service_failure(failure: Failure) -> String {
@@ -315,6 +373,15 @@ mod tests {
     use wiremock::matchers::{body_json, header, method, path};
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
+    /// Settings under which the local mock servers are reachable without a question.
+    fn local() -> WebSettings {
+        WebSettings {
+            fetch_allowed_hosts: HostList::new(["127.0.0.1"]),
+            fetch_allow_private_hosts: HostList::new(["127.0.0.1"]),
+            ..WebSettings::default()
+        }
+    }
+
     fn tool(settings: &WebSettings) -> Arc<FetchURL> {
         Arc::new(FetchURL::new(settings))
     }
@@ -347,7 +414,7 @@ mod tests {
     async fn html_becomes_markdown() {
         let server = serve(page("text/html; charset=utf-8", ARTICLE)).await;
         let url = format!("{}/page", server.uri());
-        let value = fetch(&WebSettings::default(), &url).await;
+        let value = fetch(&local(), &url).await;
         assert!(!value.is_error, "{value:?}");
         assert_eq!(value.message, MAIN_CONTENT);
         assert!(value.display.is_empty());
@@ -365,23 +432,23 @@ mod tests {
     async fn text_and_markdown_pass_through() {
         let markdown = "---\ntitle: Doc\n---\n\n# Title\n\n<div><p>Some html</p></div>\n";
         let server = serve(page("text/markdown; charset=utf-8", markdown)).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert_eq!(value, ToolReturnValue::ok(markdown, FULL_CONTENT));
 
         let server = serve(page("text/plain; charset=iso-8859-1", b"caf\xe9\n".to_vec())).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert_eq!(value, ToolReturnValue::ok("café\n", FULL_CONTENT));
 
         // Declared text is returned even when empty (reference order).
         let server = serve(page("text/plain", "")).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert_eq!(value, ToolReturnValue::ok("", FULL_CONTENT));
     }
 
     #[tokio::test]
     async fn an_empty_page_is_not_an_error() {
         let server = serve(page("text/html", "")).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert_eq!(
             value,
             ToolReturnValue::ok_with_brief("", "The response body is empty.", "Empty response body")
@@ -392,7 +459,7 @@ mod tests {
     async fn a_page_without_text_is_an_error() {
         let html = "<html><body><div id=\"app\"></div><script>render()</script></body></html>";
         let server = serve(page("text/html", html)).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert_eq!(
             value,
             ToolReturnValue::error(
@@ -406,7 +473,7 @@ mod tests {
     #[tokio::test]
     async fn binary_content_is_refused() {
         let server = serve(page("image/png", b"\x89PNG\r\n\x1a\n\x00\x00".to_vec())).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert_eq!(
             value,
             ToolReturnValue::error(
@@ -417,7 +484,7 @@ mod tests {
         );
         // Without a type, the bytes tell.
         let server = serve(ResponseTemplate::new(200).set_body_bytes(b"\x00\x01\x02".to_vec())).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert!(value.is_error);
         assert!(
             value
@@ -428,14 +495,14 @@ mod tests {
         );
         // ... and text without a type is text.
         let server = serve(ResponseTemplate::new(200).set_body_bytes(b"plain words".to_vec())).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert_eq!(value, ToolReturnValue::ok("plain words", FULL_CONTENT));
     }
 
     #[tokio::test]
     async fn http_errors_give_the_status() {
         let server = serve(ResponseTemplate::new(404).set_body_string("gone")).await;
-        let value = fetch(&WebSettings::default(), &format!("{}/page", server.uri())).await;
+        let value = fetch(&local(), &format!("{}/page", server.uri())).await;
         assert_eq!(
             value,
             ToolReturnValue::error(
@@ -448,7 +515,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_urls_are_network_errors_naming_the_url() {
-        let settings = WebSettings::default();
+        let settings = local();
         for url in [
             "not-a-valid-url",
             "",
@@ -477,7 +544,7 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let value = fetch(&WebSettings::default(), &format!("http://127.0.0.1:{port}/")).await;
+        let value = fetch(&local(), &format!("http://127.0.0.1:{port}/")).await;
         assert!(value.is_error);
         assert!(
             value
@@ -496,7 +563,7 @@ mod tests {
     async fn oversized_bodies_are_refused() {
         let settings = WebSettings {
             limits: limits(1024, None),
-            ..WebSettings::default()
+            ..local()
         };
         let server = serve(page("text/plain", vec![b'a'; 1025])).await;
         let value = fetch(&settings, &format!("{}/page", server.uri())).await;
@@ -532,7 +599,7 @@ mod tests {
         });
         let settings = WebSettings {
             limits: limits(1000, None),
-            ..WebSettings::default()
+            ..local()
         };
         let value = fetch(&settings, &format!("http://{address}/")).await;
         assert_eq!(
@@ -546,7 +613,7 @@ mod tests {
         let server = serve(page("text/plain", "late").set_delay(Duration::from_secs(5))).await;
         let settings = WebSettings {
             limits: limits(1024, Some(Duration::from_millis(200))),
-            ..WebSettings::default()
+            ..local()
         };
         let value = fetch(&settings, &format!("{}/page", server.uri())).await;
         assert_eq!(
@@ -575,7 +642,7 @@ mod tests {
             .expect(1)
             .mount(&server)
             .await;
-        let mut settings = WebSettings::default();
+        let mut settings = local();
         settings.services.moonshot_fetch = Some(service(&format!("{}/fetch", server.uri()), "test-key"));
         let value = fetch(&settings, "http://127.0.0.1:9/article").await;
         assert_eq!(
@@ -593,7 +660,7 @@ mod tests {
             .expect(1)
             .mount(&server)
             .await;
-        let mut settings = WebSettings::default();
+        let mut settings = local();
         settings.services.moonshot_fetch = Some(service(&format!("{}/fetch", server.uri()), "key"));
         let value = fetch(&settings, &format!("{}/page", server.uri())).await;
         assert_eq!(value, ToolReturnValue::ok("direct", FULL_CONTENT));
@@ -604,9 +671,89 @@ mod tests {
         assert_eq!(value, ToolReturnValue::ok("direct", FULL_CONTENT));
     }
 
+    #[tokio::test]
+    async fn local_network_addresses_are_refused_in_every_spelling() {
+        let settings = WebSettings::default();
+        for url in [
+            "http://127.0.0.1:9/collect?d=key",
+            "http://[::1]/",
+            "http://2130706433/",
+            "http://127.1/",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://10.0.0.1/",
+            "http://[fd00::1]/",
+        ] {
+            let plan = tool(&settings)
+                .plan(
+                    json!({ "url": url }),
+                    CallContext::new("tc-1", None, Default::default()),
+                )
+                .await;
+            let refused = plan.err().unwrap_or_else(|| panic!("{url} was not refused"));
+            assert_eq!(refused.brief(), "Private address", "{url}");
+            assert!(
+                refused.message.contains("fetch_allow_private_hosts"),
+                "{}",
+                refused.message
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn names_and_redirects_to_local_addresses_are_refused_when_run() {
+        // The mock server is allowed to be asked (it is the "public" host here), but it redirects to
+        // loopback, which is not allowed.
+        let server = serve(ResponseTemplate::new(302).insert_header("location", "http://[::1]:9/")).await;
+        let settings = WebSettings {
+            fetch_allow_private_hosts: HostList::new(["127.0.0.1"]),
+            ..WebSettings::default()
+        };
+        let value = tool(&settings)
+            .run(format!("{}/page", server.uri()), "tc-1".into())
+            .await;
+        assert_eq!(value.brief(), "Private address", "{value:?}");
+        assert!(value.message.contains("[::1]"), "{}", value.message);
+        let value = tool(&WebSettings::default())
+            .run("http://localhost:9/".into(), "tc-1".into())
+            .await;
+        assert_eq!(value.brief(), "Private address", "{value:?}");
+    }
+
+    #[tokio::test]
+    async fn a_host_not_allowed_asks_by_host() {
+        let plan = tool(&WebSettings::default())
+            .plan(
+                json!({ "url": "https://Example.COM/a?q=1" }),
+                CallContext::new("tc-1", None, Default::default()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            plan.effect,
+            kimi_core::toolset::Effect::SideEffect(ApprovalAsk {
+                action: "fetch from example.com".into(),
+                description: "Fetch `https://Example.COM/a?q=1`".into(),
+                display: Vec::new(),
+                writes: Vec::new(),
+            })
+        );
+        let settings = WebSettings {
+            fetch_allowed_hosts: HostList::new(["*.example.com"]),
+            ..WebSettings::default()
+        };
+        let plan = tool(&settings)
+            .plan(
+                json!({ "url": "https://docs.example.com/" }),
+                CallContext::new("tc-1", None, Default::default()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(plan.effect, kimi_core::toolset::Effect::ReadOnly);
+    }
+
     #[test]
     fn the_schema_matches_the_reference() {
-        let tool = tool(&WebSettings::default());
+        let tool = tool(&local());
         let schema = &tool.spec().parameters;
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["required"], json!(["url"]));

@@ -2,7 +2,8 @@
 //!
 //! Both follow the reference's `kimi_cli/tools/web/` in parameters, request shapes and every message the
 //! model or a client can see; descriptions are our own (`descriptions/fetch_url.md`, `search_web.md`).
-//! Both only read, so neither asks for approval (as the reference).
+//! SearchWeb only asks the configured service, so it needs no approval (as the reference); FetchURL
+//! asks per host and never reaches the local network unless allowed (see `fetch`, `guard`).
 //!
 //! Layout:
 //! - `fetch`: FetchURL: `[services.moonshot_fetch]` first when configured, else (or when it fails) a
@@ -10,6 +11,7 @@
 //! - `search`: SearchWeb, built only when `[services.moonshot_search]` is configured.
 //! - `body`: a response read under a size cap, classified (HTML, text, not text) and decoded.
 //! - `extract`: the main content of an HTML page as Markdown.
+//! - `guard`: which addresses a page request may reach (resolver, redirect policy, host lists).
 //! - this file: [`WebSettings`] (what the tools get from the session), the time limits of each kind of
 //!   request and the shared HTTP pieces.
 //!
@@ -19,6 +21,7 @@
 mod body;
 mod extract;
 mod fetch;
+mod guard;
 mod search;
 
 use std::time::Duration;
@@ -29,6 +32,7 @@ use kimi_llm::http::{ClientTimeouts, LazyClient};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 
 pub use fetch::{FetchURL, NAME as FETCH_NAME};
+pub use guard::HostList;
 pub use search::{NAME as SEARCH_NAME, SearchWeb};
 
 /// Environment variable capping every web request's time, in milliseconds (for slow links, and for
@@ -58,6 +62,10 @@ pub struct WebSettings {
     pub user_agent: UserAgent,
     /// Size and time limits.
     pub limits: WebLimits,
+    /// Hosts FetchURL reads without asking (`fetch_allowed_hosts`).
+    pub fetch_allowed_hosts: HostList,
+    /// Hosts FetchURL may reach on a local-network address (`fetch_allow_private_hosts`).
+    pub fetch_allow_private_hosts: HostList,
 }
 
 impl Default for WebSettings {
@@ -66,6 +74,8 @@ impl Default for WebSettings {
             services: Services::default(),
             user_agent: UserAgent::ours(),
             limits: WebLimits::default(),
+            fetch_allowed_hosts: HostList::default(),
+            fetch_allow_private_hosts: HostList::default(),
         }
     }
 }

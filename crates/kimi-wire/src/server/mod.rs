@@ -10,20 +10,24 @@ pub mod pending;
 mod turn;
 pub mod writer;
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::task::{self, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{ClientHandle, WireAgent};
 use crate::error_code::RpcError;
+use crate::event_filter::EventFilter;
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Inbound, LineReader};
 use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
@@ -33,20 +37,28 @@ use pending::{Abandoned, Answer, PendingRequests, RequestScope};
 pub(crate) use turn::TurnSlot;
 pub use turn::{AgentTurn, TurnStarter};
 
-/// How long in-flight handlers may take to wind down after the connection closes.
+/// How long in-flight handlers may take to wind down after the connection closes, by default.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The answer to a request whose handler panicked (reference style: `<ExcType>: <message>`).
+const HANDLER_PANICKED: &str = "InternalError: the request failed unexpectedly";
+/// The answer to a request whose handler was stopped because it outlived the shutdown grace.
+const HANDLER_ABORTED: &str = "InternalError: the server shut down before answering";
 
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Lines longer than this are skipped and answered with -32700.
     pub max_line_bytes: usize,
+    /// How long in-flight handlers may take to wind down once the input has ended.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            shutdown_grace: SHUTDOWN_GRACE,
         }
     }
 }
@@ -110,6 +122,7 @@ impl Server {
             agent: Arc::clone(&agent),
             turn: Arc::clone(&turn),
             tasks: JoinSet::new(),
+            in_flight: HashMap::new(),
         };
         let mut reader = LineReader::new(BufReader::with_capacity(64 * 1024, input), config.max_line_bytes);
         tokio::pin!(shutdown);
@@ -139,7 +152,9 @@ impl Server {
                 Ok(Inbound::Line(line)) => dispatcher.handle_line(&line).await,
             }
             // Reap finished handlers so the set does not grow over a long session.
-            while dispatcher.tasks.try_join_next().is_some() {}
+            while let Some(done) = dispatcher.tasks.try_join_next_with_id() {
+                dispatcher.reaped(done).await;
+            }
         }
 
         tracing::info!("wire input closed; shutting down");
@@ -151,13 +166,20 @@ impl Server {
         }
         pending.abandon_all(Abandoned::ConnectionClosed);
         // A turn the agent started is not one of our tasks: wait for it to free the slot as well.
-        let grace = tokio::time::timeout(SHUTDOWN_GRACE, async {
-            while dispatcher.tasks.join_next().await.is_some() {}
+        let grace = tokio::time::timeout(config.shutdown_grace, async {
+            while let Some(done) = dispatcher.tasks.join_next_with_id().await {
+                dispatcher.reaped(done).await;
+            }
             turn.ended().await;
         });
         if grace.await.is_err() {
             tracing::warn!("handlers did not finish in time; aborting them");
             dispatcher.tasks.abort_all();
+            // An aborted handler never answers: its request is answered here, so no client waits forever
+            // on a server that is gone.
+            while let Some(done) = dispatcher.tasks.join_next_with_id().await {
+                dispatcher.reaped(done).await;
+            }
         }
         agent.shutdown().await;
         closing.cancel();
@@ -172,6 +194,16 @@ struct Dispatcher<A> {
     agent: Arc<A>,
     turn: Arc<TurnSlot>,
     tasks: JoinSet<()>,
+    /// The request each running handler answers, so one that dies (a panic, or an abort at shutdown)
+    /// still gets an answer: a client must never wait on a request the server dropped.
+    in_flight: HashMap<task::Id, InFlight>,
+}
+
+/// A request whose handler task runs.
+struct InFlight {
+    id: String,
+    /// Whether the handler holds the turn slot (a `prompt` or `replay`).
+    holds_turn: bool,
 }
 
 impl<A: WireAgent> Dispatcher<A> {
@@ -205,6 +237,8 @@ impl<A: WireAgent> Dispatcher<A> {
                 if self.turn.current().is_some() {
                     return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
                 }
+                // Before the agent sees the params: events it sends from now on are judged by them.
+                self.client.set_event_filter(EventFilter::for_client(&params));
                 // Answered before the next line is read: a `prompt` right behind it must see the
                 // external tools and capabilities it registers.
                 let result = self.agent.initialize(params).await;
@@ -310,8 +344,16 @@ impl<A: WireAgent> Dispatcher<A> {
         F: Future<Output = Result<R, RpcError>> + Send + 'static,
     {
         let client = self.client.clone();
-        self.tasks.spawn(async move {
-            let result = work.await;
+        let in_flight = InFlight {
+            id: id.clone(),
+            holds_turn: turn.is_some(),
+        };
+        let handle = self.tasks.spawn(async move {
+            // A handler that panics still answers: a client must never wait on a request we dropped.
+            let result = AssertUnwindSafe(work).catch_unwind().await.unwrap_or_else(|_| {
+                tracing::error!(id, "request handler panicked");
+                Err(RpcError::internal(HANDLER_PANICKED))
+            });
             // Free the slot before the answer is queued: a client may send the next prompt the moment it
             // reads this one's result. A turn the agent starts itself waits until the answer is queued, so
             // the client never sees it begin before the answer to its own request.
@@ -328,6 +370,34 @@ impl<A: WireAgent> Dispatcher<A> {
                 turn.replied();
             }
         });
+        self.in_flight.insert(handle.id(), in_flight);
+    }
+
+    /// A handler task ended. One that did not run to its end (it panicked or was aborted) has not
+    /// answered: answer for it, and free the turn slot it held.
+    async fn reaped(&mut self, done: Result<(task::Id, ()), task::JoinError>) {
+        let (task, failure) = match done {
+            Ok((task, ())) => (task, None),
+            Err(error) => (error.id(), Some(error)),
+        };
+        let Some(request) = self.in_flight.remove(&task) else {
+            return;
+        };
+        let Some(failure) = failure else { return };
+        let message = if failure.is_panic() {
+            tracing::error!(id = request.id, "request handler panicked");
+            HANDLER_PANICKED
+        } else {
+            HANDLER_ABORTED
+        };
+        if request.holds_turn {
+            self.turn.end_before_reply();
+        }
+        self.reply_error(Some(&request.id), RpcError::internal(message))
+            .await;
+        if request.holds_turn {
+            self.turn.replied();
+        }
     }
 
     async fn reply<R: Serialize>(&self, id: &str, result: &R) {
@@ -338,5 +408,97 @@ impl<A: WireAgent> Dispatcher<A> {
 
     async fn reply_error(&self, id: Option<&str>, error: RpcError) {
         let _ = self.client.send_line(jsonrpc::error_line(id, &error)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+    use crate::message::UserInput;
+    use crate::params::{InitializeResult, PromptResult, ReplayResult, SetPlanModeResult, SteerResult};
+
+    /// `prompt "panic"` panics, `prompt "hang"` never ends (not even when cancelled), others finish.
+    struct Faulty;
+
+    #[async_trait]
+    impl WireAgent for Faulty {
+        async fn initialize(&self, _: InitializeParams) -> Result<InitializeResult, RpcError> {
+            Err(RpcError::internal("not used"))
+        }
+        async fn prompt(&self, input: UserInput, _: CancellationToken) -> Result<PromptResult, RpcError> {
+            match input.text_summary().as_str() {
+                "panic" => panic!("a bug in a handler"),
+                "hang" => std::future::pending().await,
+                _ => Ok(PromptResult::finished()),
+            }
+        }
+        async fn steer(&self, _: UserInput) -> Result<SteerResult, RpcError> {
+            Ok(SteerResult::default())
+        }
+        async fn set_plan_mode(&self, _: bool) -> Result<SetPlanModeResult, RpcError> {
+            Err(RpcError::internal("not used"))
+        }
+        async fn replay(&self, _: CancellationToken) -> Result<ReplayResult, RpcError> {
+            Err(RpcError::internal("not used"))
+        }
+        async fn shutdown(&self) {}
+    }
+
+    type Lines = tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>;
+
+    async fn start() -> (
+        tokio::task::JoinHandle<()>,
+        tokio::io::WriteHalf<tokio::io::DuplexStream>,
+        Lines,
+    ) {
+        let (server, _) = Server::new(ServerConfig {
+            shutdown_grace: Duration::from_millis(50),
+            ..ServerConfig::default()
+        });
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (server_in, server_out) = tokio::io::split(theirs);
+        let running =
+            tokio::spawn(server.run(server_in, server_out, Arc::new(Faulty), std::future::pending()));
+        let (read, write) = tokio::io::split(ours);
+        (running, write, BufReader::new(read).lines())
+    }
+
+    async fn send(write: &mut tokio::io::WriteHalf<tokio::io::DuplexStream>, id: &str, input: &str) {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "prompt", "params": {"user_input": input}});
+        write.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+    }
+
+    async fn next(lines: &mut Lines) -> Value {
+        let line = lines.next_line().await.unwrap().unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_handler_that_panics_still_answers_and_frees_the_turn() {
+        let (_running, mut write, mut lines) = start().await;
+        send(&mut write, "1", "panic").await;
+        assert_eq!(
+            next(&mut lines).await["error"],
+            json!({"code": -32603, "message": HANDLER_PANICKED, "data": null})
+        );
+        send(&mut write, "2", "hi").await;
+        assert_eq!(next(&mut lines).await["result"], json!({"status": "finished"}));
+    }
+
+    #[tokio::test]
+    async fn a_handler_that_outlives_the_shutdown_grace_is_answered_for() {
+        let (running, mut write, mut lines) = start().await;
+        send(&mut write, "1", "hang").await;
+        write.shutdown().await.unwrap();
+        // The (shortened) grace runs out; the request is answered before the server returns.
+        assert_eq!(
+            next(&mut lines).await,
+            json!({"jsonrpc": "2.0", "id": "1", "error": {"code": -32603, "message": HANDLER_ABORTED, "data": null}})
+        );
+        running.await.unwrap();
     }
 }

@@ -1,0 +1,46 @@
+//! Telling the model what its modes owe it, before each model call (reference `KimiSoul._step`, "dynamic
+//! injection"): the due reminders go into the context as one user message. See [`crate::reminders`].
+
+use super::turn::internal;
+use super::{Soul, TurnError, lock};
+use crate::reminders::{ModeFacts, PlanFacts, Reminders};
+
+impl Soul {
+    /// Sets the reminders this soul owes its model (the root agent's; subagents keep none).
+    pub fn attach_reminders(&self, reminders: Reminders) {
+        *lock(&self.reminders) = reminders;
+    }
+
+    /// Appends the reminders due now to the context.
+    pub(super) async fn remind(&self) -> Result<(), TurnError> {
+        if lock(&self.reminders).is_empty() {
+            return Ok(());
+        }
+        let on = self.plan.is_on();
+        let file = self.plan.active_file();
+        let file_exists = match &file {
+            Some(path) => tokio::fs::try_exists(path).await.unwrap_or(false),
+            None => false,
+        };
+        let afk = self.approvals.state().afk;
+        let mut context = self.context.lock().await;
+        let facts = ModeFacts {
+            history: context.messages(),
+            plan: PlanFacts {
+                on,
+                entered: self.plan.take_entered(),
+                file: file.as_deref(),
+                file_exists,
+            },
+            afk,
+        };
+        let due = lock(&self.reminders).due(&facts);
+        for injection in &due {
+            tracing::debug!(kind = injection.kind, "reminding the model");
+        }
+        if let Some(message) = crate::reminders::message(&due) {
+            context.append(message).map_err(internal)?;
+        }
+        Ok(())
+    }
+}
