@@ -219,7 +219,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
                 _ => Arc::new(CronDelete::new(store)),
             }
         }
-        git_diff::NAME => Arc::new(GitDiff::new(&deps.env)),
+        git_diff::NAME => Arc::new(GitDiff::new(Arc::clone(&deps.env))),
         _ if NOT_YET_AVAILABLE.contains(&name) => {
             tracing::debug!(tool = name, "built-in tool not available yet; skipped");
             return Ok(None);

@@ -185,10 +185,7 @@ impl Shell {
             ));
         }
         // Before approval: a command the sandbox cannot confine is not worth asking about.
-        let sandbox = self
-            .env
-            .command_sandbox()
-            .map_err(|e| ToolReturnValue::error("", e.to_string(), "Sandbox unavailable"))?;
+        let sandbox = command_sandbox(&self.env)?;
         // The user approves a command where it runs: a directory other than the work dir is named.
         let place = run
             .cwd
@@ -346,6 +343,13 @@ impl Tool for Shell {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move { self.make_plan(args, ctx) })
     }
+}
+
+/// How a process the model asked for (a command, or git_diff's git) is confined now, or the tool error
+/// refusing it when the sandbox cannot be enforced.
+pub(crate) fn command_sandbox(env: &Environment) -> Result<CommandSandbox, ToolReturnValue> {
+    env.command_sandbox()
+        .map_err(|e| ToolReturnValue::error("", e.to_string(), "Sandbox unavailable"))
 }
 
 /// A timeout as the timeout messages write it: whole seconds as `60s`, anything finer as `1500ms`.
