@@ -418,7 +418,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
                 .into_iter()
                 .chain(std::iter::once(kimi_core::plan::plans_dir()))
                 .collect(),
-            secrets: kimi_tools::file::SecretFiles::new(&share_dir, config.source_file.as_deref()),
+            secrets: kimi_tools::file::SecretFiles::new(share_dir, config.source_file.as_deref()),
         },
     };
     register_tools(&toolset, tool_names, &deps);

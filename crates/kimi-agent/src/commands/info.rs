@@ -77,9 +77,15 @@ impl SandboxReport {
         if let Some(problem) = problem {
             summary.push_str(&format!(" [configuration not loaded: {problem}]"));
         }
+        // `--add-dir` as the session takes it: a relative one from the current directory.
+        let add_dirs: Vec<std::path::PathBuf> = cli
+            .add_dirs
+            .iter()
+            .map(|dir| kimi_core::session::canonical_work_dir(dir))
+            .collect();
         Self {
             summary,
-            info: sandbox.info(&work_dir, &cli.add_dirs),
+            info: sandbox.info(&work_dir, &add_dirs),
         }
     }
 }
