@@ -194,6 +194,8 @@ async fn escape_attempts_are_refused_while_work_inside_goes_on() -> Result<()> {
         .map(|(id, command)| shell_call_line(id, command))
         .collect();
     lines.push(shell_call_line("inside", inside));
+    // git_diff's git runs confined too, and reads the repository just made.
+    lines.push(tool_call_line("diff", "git_diff", Some("{}")));
     lines.push("text: done".to_owned());
     let scripts: Vec<&str> = lines.iter().map(String::as_str).collect();
     let sandboxed = probe.scripted(&scripts, json!({"sandbox_mode": "workspace-write"}))?;
@@ -227,6 +229,12 @@ async fn escape_attempts_are_refused_while_work_inside_goes_on() -> Result<()> {
     assert_eq!(text(inside, "output"), "tmp\n1\n");
     assert!(sandboxed.work().join("d/inside.txt").is_file());
     assert!(sandboxed.work().join(".git/HEAD").is_file());
+    let diff = result_of(&events, "diff")?;
+    assert_eq!(
+        text(diff, "message"),
+        "No differences: unstaged changes in the working tree.",
+        "{diff}"
+    );
     Ok(())
 }
 
@@ -327,6 +335,65 @@ async fn file_tools_write_only_inside_the_writable_roots() -> Result<()> {
     assert_eq!(result_of(&events, "inside")?["is_error"], false);
     assert_eq!(std::fs::read_to_string(sandboxed.work().join("inside.txt"))?, "x");
     Ok(())
+}
+
+#[tokio::test]
+async fn the_kimi_code_agents_bash_and_write_are_confined_the_same_way() -> Result<()> {
+    let probe = Sandboxed::new()?;
+    let call = |id: &str, tool: &str, args: Value| tool_call_line(id, tool, Some(&args.to_string()));
+    let outside = probe.outside.display().to_string();
+    let lines = [
+        call(
+            "bash-out",
+            "Bash",
+            json!({"command": format!("echo x > {}", probe.out("bash"))}),
+        ),
+        // A `cwd` outside the workspace runs the command there, and makes nothing there writable.
+        call(
+            "bash-cwd",
+            "Bash",
+            json!({"command": "echo x > from-cwd", "cwd": outside}),
+        ),
+        call(
+            "write-out",
+            "Write",
+            json!({"path": probe.out("write"), "content": "x"}),
+        ),
+        call(
+            "bash-in",
+            "Bash",
+            json!({"command": "echo ok > inside.txt && cat inside.txt"}),
+        ),
+        "text: done".to_owned(),
+    ];
+    let scripts: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let sandboxed = probe.scripted(&scripts, json!({}))?;
+    let mut wire = sandboxed
+        .spawn(&["--agent", "kimi-code", "--sandbox", "workspace-write"])
+        .await?;
+    initialize_enforced(&mut wire).await?;
+    let (response, events) = wire.prompt(json!("get out")).await?;
+    assert_eq!(response["result"]["status"], "finished");
+    for id in ["bash-out", "bash-cwd"] {
+        let result = result_of(&events, id)?;
+        assert_eq!(result["is_error"], true, "{id}: {result}");
+        assert!(
+            text(result, "output").contains("Permission denied"),
+            "{id}: {result}"
+        );
+    }
+    let written = result_of(&events, "write-out")?;
+    assert_eq!(
+        written["display"],
+        json!([{"type": "brief", "text": "Outside the sandbox"}]),
+        "{written}"
+    );
+    let inside = result_of(&events, "bash-in")?;
+    assert_eq!(
+        (inside["is_error"].clone(), text(inside, "output")),
+        (json!(false), "ok\n".to_owned())
+    );
+    sandboxed.outside_untouched()
 }
 
 #[tokio::test]
@@ -499,10 +566,34 @@ async fn read_only_mode_writes_only_in_a_private_temp_dir() -> Result<()> {
             "echo ok > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo \"$TMPDIR\"",
         ),
         tool_call_line("write-file", "WriteFile", Some(&write)),
+        // Reading works: git_diff's confined git shows a change without writing the index.
+        tool_call_line("diff", "git_diff", Some("{}")),
         "text: done".to_owned(),
     ];
     let scripts: Vec<&str> = lines.iter().map(String::as_str).collect();
     let sandboxed = Sandboxed::new()?.scripted(&scripts, json!({}))?;
+    let work = sandboxed.work();
+    std::fs::write(work.join("tracked.txt"), "before\n")?;
+    for args in [
+        &["init", "-q"][..],
+        &["add", "tracked.txt"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qm",
+            "first",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&work)
+            .status()?;
+        ensure!(status.success(), "git {args:?} failed");
+    }
+    std::fs::write(work.join("tracked.txt"), "after\n")?;
     let mut wire = sandboxed.spawn(&["--sandbox", "read-only"]).await?;
     let sandbox = initialize_enforced(&mut wire).await?;
     let roots = sandbox["writable_roots"].as_array().cloned().unwrap_or_default();
@@ -520,6 +611,11 @@ async fn read_only_mode_writes_only_in_a_private_temp_dir() -> Result<()> {
     assert!(!sandboxed.tmp.join("t").exists());
     let ok = result_of(&events, "private-tmp")?;
     assert_eq!(text(ok, "output"), format!("ok\n{private}\n"), "{ok}");
+    let diff = result_of(&events, "diff")?;
+    assert!(
+        diff["is_error"] == false && text(diff, "output").contains("-before\n+after\n"),
+        "{diff}"
+    );
     // The private temp dir goes away with the agent.
     wire.wait_exit().await?;
     assert!(!Path::new(&private).exists());
@@ -538,6 +634,8 @@ async fn a_sandbox_the_kernel_cannot_enforce_refuses_every_command_and_says_so()
                     .to_string(),
             ),
         ),
+        // Not even git_diff's read-only git runs unconfined.
+        tool_call_line("diff", "git_diff", Some("{}")),
         "text: done".to_owned(),
     ];
     let scripts: Vec<&str> = lines.iter().map(String::as_str).collect();
@@ -558,7 +656,7 @@ async fn a_sandbox_the_kernel_cannot_enforce_refuses_every_command_and_says_so()
     );
 
     let (_, events) = wire.prompt(json!("run")).await?;
-    for id in ["fg", "bg"] {
+    for id in ["fg", "bg", "diff"] {
         let refused = result_of(&events, id)?;
         assert_eq!(refused["is_error"], true, "{id}");
         let message = text(refused, "message");
