@@ -683,6 +683,40 @@ async fn a_sandbox_the_kernel_cannot_enforce_refuses_every_command_and_says_so()
 }
 
 #[tokio::test]
+async fn a_process_that_does_not_hold_the_session_reports_the_same_sandbox() -> Result<()> {
+    let sandboxed = Sandboxed::new()?.scripted(&["text: first"], json!({"sandbox_network": false}))?;
+    let extra = sandboxed.tmp.join("extra");
+    std::fs::create_dir_all(&extra)?;
+    let extra = extra.display().to_string();
+    let args = [
+        "--sandbox",
+        "workspace-write",
+        "--session",
+        "shared",
+        "--add-dir",
+        extra.as_str(),
+    ];
+    let mut holder = sandboxed.spawn(&args).await?;
+    let held = initialize_enforced(&mut holder).await?;
+    let (done, _) = holder.prompt(json!("one")).await?;
+    assert_eq!(done["result"]["status"], "finished");
+
+    let mut second = sandboxed.spawn(&args).await?;
+    let result = second.initialize(json!({"protocol_version": "1.10"})).await?;
+    let holder_pid = holder.child.id().context("the holder has no pid")?;
+    assert_eq!(result["session_held_by"], json!({"pid": holder_pid}), "{result}");
+    assert_eq!(
+        (held["mode"].clone(), held["network"].clone()),
+        (json!("workspace-write"), json!(false))
+    );
+    let roots = held["writable_roots"].as_array().cloned().unwrap_or_default();
+    assert!(roots.contains(&json!(extra)), "{held}");
+    // What only reads reports the sandbox the holder's commands run under.
+    assert_eq!(result["sandbox"], held);
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_default_changes_nothing_and_says_so() -> Result<()> {
     let lines = [
         shell_call_line("outside", "echo x > ../outside/written"),
