@@ -194,10 +194,7 @@ impl WireAgent for CoreAgent {
             capabilities: ServerCapabilities {
                 supports_question: true,
             },
-            sandbox: Some({
-                let env = &self.info.environment;
-                env.sandbox().info(&env.work_dir, &env.additional_dirs())
-            }),
+            sandbox: Some(self.info.environment.sandbox_info()),
             // This agent exists only in the process that holds the session.
             session_held_by: None,
         })

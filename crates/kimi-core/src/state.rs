@@ -194,6 +194,12 @@ impl Environment {
         &self.sandbox
     }
 
+    /// How the model's commands are confined now (the `initialize` extension field, and what the
+    /// model is told).
+    pub fn sandbox_info(&self) -> kimi_wire::params::SandboxInfo {
+        self.sandbox.info(&self.work_dir, &self.additional_dirs())
+    }
+
     /// The confinement of a command the model starts now, or why it may not start.
     pub fn command_sandbox(&self) -> Result<crate::sandbox::CommandSandbox, crate::sandbox::SandboxError> {
         self.sandbox.command(&self.work_dir, &self.additional_dirs())

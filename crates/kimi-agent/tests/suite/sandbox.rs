@@ -18,7 +18,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::mock_model::{MockModel, Reply, tool_result};
+use crate::common::mock_model::{MockModel, Reply, message_text, tool_result};
 use crate::common::{TestHome, WireProcess, payloads, shell_call_line, tool_call_line};
 
 /// What the escape attempts try to leave in `outside`.
@@ -433,6 +433,80 @@ async fn in_plan_mode_the_plan_file_stays_writable() -> Result<()> {
         .map(|name| std::fs::read_to_string(plans.join(name)).unwrap_or_default())
         .collect();
     assert_eq!(written, ["# the plan"]);
+    Ok(())
+}
+
+/// The sandbox reminders in `messages`' user messages.
+fn sandbox_reminders(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| {
+            message_text(m)
+                .split("<system-reminder>\n")
+                .skip(1)
+                .filter(|block| block.starts_with("Sandbox: "))
+                .map(|block| {
+                    block
+                        .split("\n</system-reminder>")
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_model_is_told_where_it_may_write_and_that_it_has_no_network() -> Result<()> {
+    let model = MockModel::start(|_, _| Reply::Text("ok".into())).await;
+    let sandboxed = Sandboxed::new()?.mocked(
+        &model,
+        json!({"sandbox_mode": "workspace-write", "sandbox_network": false}),
+    )?;
+    let mut wire = sandboxed.spawn(&["--agent", "kimi-code"]).await?;
+    let sandbox = initialize_enforced(&mut wire).await?;
+    wire.prompt(json!("one")).await?;
+    wire.prompt(json!("two")).await?;
+    let requests = model.requests().await;
+    ensure!(requests.len() == 2, "{} requests", requests.len());
+    let told = sandbox_reminders(&requests[0]);
+    ensure!(told.len() == 1, "told {told:?}");
+    let told = &told[0];
+    assert!(
+        told.starts_with("Sandbox: workspace-write, network off. The commands you run with Bash"),
+        "{told}"
+    );
+    // Every writable root the client was shown, the work dir first; and the network.
+    let roots: Vec<String> = sandbox["writable_roots"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|root| format!("`{}`", root.as_str().unwrap_or_default()))
+        .collect();
+    ensure!(
+        roots.first() == Some(&format!("`{}`", sandboxed.work().display())),
+        "{roots:?}"
+    );
+    assert!(
+        told.contains(&format!("may write only in: {}.", roots.join(", "))),
+        "{told}"
+    );
+    assert!(told.contains("Commands have no network"), "{told}");
+    // Told once: the next turn's request carries the same reminder, not a second one.
+    assert_eq!(sandbox_reminders(&requests[1]), [told.clone()]);
+
+    // Without a sandbox the model is told nothing.
+    let unconfined = MockModel::start(|_, _| Reply::Text("ok".into())).await;
+    let plain = Sandboxed::new()?.mocked(&unconfined, json!({}))?;
+    let mut wire = plain.spawn(&[]).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    wire.prompt(json!("one")).await?;
+    let requests = unconfined.requests().await;
+    assert_eq!(requests.len(), 1);
+    assert_eq!(sandbox_reminders(&requests[0]), Vec::<String>::new());
     Ok(())
 }
 
