@@ -496,7 +496,7 @@ async fn the_model_is_told_where_it_may_write_and_that_it_has_no_network() -> Re
     );
     assert!(told.contains("Commands have no network"), "{told}");
     // Told once: the next turn's request carries the same reminder, not a second one.
-    assert_eq!(sandbox_reminders(&requests[1]), [told.clone()]);
+    assert_eq!(sandbox_reminders(&requests[1]), vec![told.clone()]);
 
     // Without a sandbox the model is told nothing.
     let unconfined = MockModel::start(|_, _| Reply::Text("ok".into())).await;

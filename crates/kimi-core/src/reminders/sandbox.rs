@@ -109,13 +109,21 @@ mod tests {
         }
     }
 
-    /// Plays model calls under each sandbox in turn (`None` for a compaction that empties the
-    /// history); returns the kind of reminder each call got, `_` for none.
-    fn play(calls: &[Option<Option<SandboxInfo>>], names: ToolNames) -> Vec<&'static str> {
+    /// A step of [`play`].
+    #[derive(Clone)]
+    enum Step {
+        /// A model call under this sandbox (`None`: no session).
+        Call(Option<SandboxInfo>),
+        /// A compaction that empties the history.
+        Compact,
+    }
+
+    /// Plays `steps`; returns the kind of reminder each call got, `_` for none.
+    fn play(steps: &[Step], names: ToolNames) -> Vec<&'static str> {
         let mut history: Vec<Message> = Vec::new();
         let mut out = Vec::new();
-        for call in calls {
-            let Some(sandbox) = call else {
+        for step in steps {
+            let Step::Call(sandbox) = step else {
                 history.clear();
                 continue;
             };
@@ -129,50 +137,52 @@ mod tests {
 
     #[test]
     fn told_when_what_it_was_told_differs_from_what_holds() {
-        let ws = Some(sandbox("workspace-write", true, Some(&["/w", "/tmp"])));
-        let added = Some(sandbox("workspace-write", true, Some(&["/w", "/extra", "/tmp"])));
-        let off = Some(sandbox("danger-full-access", true, None));
-        let rows: Vec<(&str, Vec<Option<Option<SandboxInfo>>>, Vec<&str>)> = vec![
+        let ws = Step::Call(Some(sandbox("workspace-write", true, Some(&["/w", "/tmp"]))));
+        let added = Step::Call(Some(sandbox(
+            "workspace-write",
+            true,
+            Some(&["/w", "/extra", "/tmp"]),
+        )));
+        let off = Step::Call(Some(sandbox("danger-full-access", true, None)));
+        let rows = [
             (
                 "never sandboxed",
-                vec![Some(off.clone()), Some(None)],
+                vec![off.clone(), Step::Call(None)],
                 vec!["_", "_"],
             ),
             (
                 "sandboxed: told once",
-                vec![Some(ws.clone()), Some(ws.clone()), Some(ws.clone())],
+                vec![ws.clone(), ws.clone(), ws.clone()],
                 vec!["sandbox", "_", "_"],
             ),
             (
                 "a root added: told again",
-                vec![Some(ws.clone()), Some(added.clone()), Some(added.clone())],
+                vec![ws.clone(), added.clone(), added],
                 vec!["sandbox", "sandbox", "_"],
             ),
             (
                 "resumed without a sandbox: told once it is off",
-                vec![Some(ws.clone()), Some(off.clone()), Some(off.clone())],
+                vec![ws.clone(), off.clone(), off],
                 vec!["sandbox", "sandbox_off", "_"],
             ),
             (
                 "a compaction that lost it: told again",
-                vec![Some(ws.clone()), None, Some(ws.clone())],
+                vec![ws.clone(), Step::Compact, ws],
                 vec!["sandbox", "sandbox"],
             ),
         ];
-        for (name, calls, expected) in rows {
-            assert_eq!(play(&calls, ToolNames::REFERENCE), expected, "{name}");
+        for (name, steps, expected) in rows {
+            assert_eq!(play(&steps, ToolNames::REFERENCE), expected, "{name}");
         }
     }
 
     #[test]
     fn renamed_tools_are_compared_as_the_model_read_them() {
         const NAMES: ToolNames = ToolNames::new(&[("Shell", "Bash"), ("WriteFile", "Write")]);
-        let ws = Some(sandbox("workspace-write", false, Some(&["/w"])));
-        assert_eq!(
-            play(&[Some(ws.clone()), Some(ws.clone())], NAMES),
-            ["sandbox", "_"]
-        );
-        let due = SandboxReminder.due(&[], ws.as_ref(), NAMES);
+        let ws = sandbox("workspace-write", false, Some(&["/w"]));
+        let call = Step::Call(Some(ws.clone()));
+        assert_eq!(play(&[call.clone(), call], NAMES), ["sandbox", "_"]);
+        let due = SandboxReminder.due(&[], Some(&ws), NAMES);
         let text = due.map(|i| i.text).unwrap_or_default();
         assert!(
             text.contains("run with Bash") && text.contains("Write and"),
