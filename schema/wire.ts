@@ -450,6 +450,11 @@ hooks: HooksInfo,
  */
 capabilities: ServerCapabilities, 
 /**
+ * Extension (kimi-agent, docs/sandbox.md): how the model's commands are confined. Always sent by
+ * kimi-agent; absent from the reference's answers.
+ */
+sandbox?: SandboxInfo, 
+/**
  * Extension: present when another kimi-agent process holds the session. This process then serves
  * what only reads (`initialize`, `replay`) and refuses what would write until the holder exits.
  */
@@ -735,6 +740,36 @@ export type ReplayStatus = "finished" | "cancelled";
  * payload's own `id`.
  */
 export type Request = { "type": "ApprovalRequest", "payload": ApprovalRequest } | { "type": "ToolCallRequest", "payload": ToolCallRequest } | { "type": "QuestionRequest", "payload": QuestionRequest } | { "type": "HookRequest", "payload": HookRequest };
+
+/**
+ * How the model's commands are confined (`initialize` extension; docs/sandbox.md).
+ */
+export type SandboxInfo = { 
+/**
+ * `read-only`, `workspace-write` or `danger-full-access` (the default: no confinement of files).
+ */
+mode: string, 
+/**
+ * Whether commands may use the network (loopback included).
+ */
+network: boolean, 
+/**
+ * Whether the kernel enforces the mode; `false` with `error` set means every command is refused.
+ * `false` without `error` means there is nothing to enforce.
+ */
+enforced: boolean, 
+/**
+ * The kernel's Landlock ABI, when files are confined.
+ */
+landlock_abi: number | null, 
+/**
+ * Where commands may write, symlinks resolved; `null` when files are not confined.
+ */
+writable_roots: Array<string> | null, 
+/**
+ * Why the mode cannot be enforced on this machine.
+ */
+error: string | null, };
 
 /**
  * Capabilities of the server.

@@ -154,6 +154,7 @@ impl WireAgent for StubAgent {
             external_tools: None,
             hooks: HooksInfo::default(),
             capabilities: ServerCapabilities::default(),
+            sandbox: None,
             session_held_by: None,
         })
     }

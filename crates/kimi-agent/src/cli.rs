@@ -122,6 +122,11 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = at_least_minus_one, allow_hyphen_values = true)]
     pub max_ralph_iterations: Option<i64>,
 
+    /// Confine the model's commands: read-only, workspace-write or danger-full-access (no
+    /// confinement). Default: sandbox_mode from the configuration (danger-full-access).
+    #[arg(long, value_name = "MODE", value_parser = parse_sandbox_mode)]
+    pub sandbox: Option<kimi_core::sandbox::SandboxMode>,
+
     /// Unsupported UI modes and options of the reference CLI, refused by [`Cli::validate`].
     #[command(flatten)]
     pub unsupported: Unsupported,
@@ -286,6 +291,16 @@ impl Cli {
             (true, _) => Some(true),
             (_, true) => Some(false),
             _ => None,
+        }
+    }
+
+    /// Where the configuration comes from: `--config` text, `--config-file`, or the default file.
+    pub fn config_source(&self) -> kimi_core::config::ConfigSource {
+        use kimi_core::config::ConfigSource;
+        match (&self.config, &self.config_file) {
+            (Some(text), _) => ConfigSource::Inline(text.clone()),
+            (None, Some(path)) => ConfigSource::File(path.clone()),
+            (None, None) => ConfigSource::Default,
         }
     }
 
@@ -469,6 +484,10 @@ fn bad_parameter(kind: ErrorKind, flag: &str, message: &str) -> clap::Error {
     Cli::command().error(kind, format!("Invalid value for {flag}: {message}"))
 }
 
+fn parse_sandbox_mode(raw: &str) -> Result<kimi_core::sandbox::SandboxMode, String> {
+    raw.parse()
+}
+
 fn parse_int(raw: &str) -> Result<i64, String> {
     raw.trim()
         .parse()
@@ -595,6 +614,23 @@ mod tests {
         assert_eq!(
             cli.mcp_config_files,
             [PathBuf::from("/x.json"), PathBuf::from("/y.json")]
+        );
+    }
+
+    #[test]
+    fn sandbox_takes_codex_mode_names() {
+        use kimi_core::sandbox::SandboxMode;
+        assert_eq!(ok(&[]).sandbox, None);
+        for mode in SandboxMode::ALL {
+            assert_eq!(ok(&["--sandbox", mode.as_str()]).sandbox, Some(mode));
+        }
+        let error = parse(&["--sandbox", "strict"]).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::ValueValidation);
+        assert!(
+            error.to_string().contains(
+                "'strict' is not a sandbox mode (read-only, workspace-write or danger-full-access)"
+            ),
+            "{error}"
         );
     }
 

@@ -11,7 +11,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use kimi_core::config::ConfigSource;
 
 use cli::Cli;
 
@@ -29,7 +28,7 @@ fn main() -> ExitCode {
         e.exit();
     }
     if let Some(command) = &cli.command {
-        return match commands::run(command) {
+        return match commands::run(command, &cli) {
             Ok(code) => code,
             Err(e) => fail(&format!("{e:#}")),
         };
@@ -40,12 +39,7 @@ fn main() -> ExitCode {
         return fail(&format!("cannot create {}: {e}", share_dir.display()));
     }
     logging::init(&share_dir.join("logs"), cli.debug, cli.verbose || cli.debug);
-    let source = match (&cli.config, &cli.config_file) {
-        (Some(text), _) => ConfigSource::Inline(text.clone()),
-        (None, Some(path)) => ConfigSource::File(path.clone()),
-        (None, None) => ConfigSource::Default,
-    };
-    let config = match kimi_core::config::load_in(&source, &share_dir) {
+    let config = match kimi_core::config::load_in(&cli.config_source(), &share_dir) {
         Ok(config) => config,
         // Reference: a bad `--config` text is a usage error (status 2); a bad file is a start-up failure.
         Err(e) if cli.config.is_some() => Cli::bad_parameter("--config", &e.to_string()).exit(),
@@ -84,6 +78,7 @@ fn main() -> ExitCode {
         }),
         skills_dirs: cli.skills_dirs,
         mcp_sources,
+        sandbox: cli.sandbox,
     };
     let result = runtime.block_on(run::serve(options, config, share_dir.clone()));
     // Tools may have left blocking work behind (a read of a huge file); do not wait for it.

@@ -19,6 +19,7 @@ use kimi_core::notifications::{NotificationQueue, Sink, ids_in_history};
 use kimi_core::plan::PlanMode;
 use kimi_core::recorder::WireRecorder;
 use kimi_core::runtime::{AgentInfo, CoreAgent};
+use kimi_core::sandbox::{Enforcement, Sandbox, SandboxMode, SandboxPolicy};
 use kimi_core::session::{self, Session, SessionChoice};
 use kimi_core::session_gate::{NotHeld, OpenError, ReadOnlyFacts, SessionGate, SessionOpener};
 use kimi_core::session_lock::SessionLock;
@@ -71,6 +72,8 @@ pub struct RunOptions {
     /// MCP configuration documents, already read: `--mcp-config-file`s (or `<share>/mcp.json`), then
     /// `--mcp-config`s.
     pub mcp_sources: Vec<serde_json::Value>,
+    /// `--sandbox` (else the configuration's `sandbox_mode`).
+    pub sandbox: Option<SandboxMode>,
 }
 
 /// Opens the session and serves the wire protocol on stdin/stdout until the client goes away. The
@@ -100,6 +103,9 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         (None, false) => SessionChoice::New,
     };
     let session = session::open(&share_dir, &work_dir, &choice)?;
+    // Made once per process, before the session is held: the kernel's verdict (and the private network
+    // namespace commands join) does not depend on who writes the session.
+    let sandbox = Arc::new(start_sandbox(&config, options.sandbox));
     let user_agent = kimi_llm::UserAgent::ours();
     let provider_options = kimi_core::llm::ProviderOptions {
         // Reference: without a flag the config decides, and `default_thinking = false` switches thinking
@@ -155,6 +161,10 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         slash_commands: kimi_core::slash::commands(Some(&skills)),
         builtin_tools,
         hooks: HookEngine::new(config.hooks.clone(), session.work_dir.clone(), session.id.clone()),
+        sandbox: sandbox.info(
+            &session.work_dir,
+            &stored_and_flag_dirs(&session, &options.add_dirs),
+        ),
     };
     let opener = Opener {
         turns: server.turn_starter(),
@@ -174,6 +184,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         mcp_servers,
         server_info,
         signed_in: resolved.provider.oauth.is_some(),
+        sandbox,
     };
     let gate = Arc::new(SessionGate::new(session, client, facts, opener));
     match gate.take_over().await {
@@ -221,6 +232,8 @@ struct Opener {
     server_info: ServerInfo,
     /// The model's provider signs in with a Kimi account (`login`), so `info` can say so.
     signed_in: bool,
+    /// How the model's commands and the file tools' writes are confined.
+    sandbox: Arc<Sandbox>,
 }
 
 #[async_trait]
@@ -254,6 +267,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         mcp_servers,
         server_info,
         signed_in,
+        sandbox,
     } = opener;
     let state = StateFile::load(&session.state_path());
     let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
@@ -278,11 +292,14 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
             tracing::error!(error = %e, "state.json not written with the additional directories");
         }
     }
-    let environment = Arc::new(Environment::new(
-        session.work_dir.clone(),
-        start_dirs.dirs.clone(),
-        session.dir.clone(),
-    ));
+    let environment = Arc::new(
+        Environment::new(
+            session.work_dir.clone(),
+            start_dirs.dirs.clone(),
+            session.dir.clone(),
+        )
+        .with_sandbox(Arc::clone(sandbox)),
+    );
     let session_state = Arc::new(SessionState::new(state.todos.clone()));
     let plan = Arc::new(PlanMode::new(
         options.plan || config.default_plan_mode || state.plan_mode,
@@ -456,6 +473,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         share_dir: share_dir.clone(),
         user_agent: user_agent.clone(),
         signed_in: *signed_in,
+        environment: Arc::clone(&environment),
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
     let scheduler = cron
@@ -561,6 +579,38 @@ fn discovered_mcp_servers(
         tracing::info!(server = %server.server.name, file = %server.origin.display(), "MCP server discovered");
     }
     kimi_core::mcp::discover::merge(ours, &found)
+}
+
+/// The session's extra directories as a process that does not hold the session sees them (it writes
+/// nothing, so nothing is dropped or added in `state.json`): the stored ones, then `--add-dir`'s.
+fn stored_and_flag_dirs(session: &Session, flags: &[PathBuf]) -> Vec<PathBuf> {
+    StateFile::load(&session.state_path())
+        .additional_dirs
+        .iter()
+        .map(PathBuf::from)
+        .chain(flags.iter().cloned())
+        .map(|dir| session::canonical_work_dir(&dir))
+        .collect()
+}
+
+/// The sandbox the configuration and `--sandbox` ask for, after the kernel's trial; said in the log
+/// (loudly when it cannot be enforced: every command will then be refused).
+pub fn start_sandbox(config: &Config, flag: Option<SandboxMode>) -> Sandbox {
+    let sandbox = Sandbox::start(sandbox_policy(config, flag));
+    match sandbox.enforcement() {
+        Enforcement::Unavailable(_) => tracing::error!("sandbox: {}", sandbox.summary()),
+        Enforcement::Off | Enforcement::Enforced { .. } => tracing::info!("sandbox: {}", sandbox.summary()),
+    }
+    sandbox
+}
+
+/// The sandbox policy of the configuration, with `--sandbox` over `sandbox_mode`.
+pub fn sandbox_policy(config: &Config, flag: Option<SandboxMode>) -> SandboxPolicy {
+    SandboxPolicy {
+        mode: flag.unwrap_or(config.sandbox_mode),
+        network: config.sandbox_network,
+        extra_roots: config.sandbox_writable_roots.clone(),
+    }
 }
 
 /// The subagent types the agent file offers. A type whose agent file does not load is left out

@@ -20,6 +20,7 @@
 //!   [`plan`]: plan mode's switch and plan file.
 //! - [`private_files`]: the share directory's modes (0700 directories, 0600 files).
 //! - [`auth`]: signing in to a Kimi account (`login`, `logout`) and sending its tokens.
+//! - [`sandbox`]: kernel confinement of the model's commands (Landlock, a network namespace).
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
@@ -45,6 +46,7 @@ pub mod prompt;
 pub mod recorder;
 pub mod reminders;
 pub mod runtime;
+pub mod sandbox;
 pub mod session;
 pub mod session_gate;
 pub mod session_lock;

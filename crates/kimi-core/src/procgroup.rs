@@ -10,23 +10,34 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::time::Instant;
 
+use crate::sandbox::CommandSandbox;
+
 /// `shell -c command` in `cwd`, in a process group of its own, with no stdin, as the Shell tool and
 /// background tasks run commands (the caller sets where the output goes). The environment is the
 /// children's ([`crate::child_env`]); `SHELL` names the shell, and git fails instead of asking for
-/// credentials nobody will type (reference).
-pub fn shell_command(shell: &Path, command: &str, cwd: &Path) -> tokio::process::Command {
+/// credentials nobody will type (reference). A confined command (`sandbox`) confines itself in the
+/// child before the shell starts, in a session (so a group) of its own; preparing its rules may fail,
+/// and then nothing is started.
+pub fn shell_command(
+    shell: &Path,
+    command: &str,
+    cwd: &Path,
+    sandbox: &CommandSandbox,
+) -> std::io::Result<tokio::process::Command> {
     let mut cmd = tokio::process::Command::new(shell);
     crate::child_env::apply(&mut cmd);
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
         .env("SHELL", shell)
-        .stdin(std::process::Stdio::null())
-        .process_group(0);
+        .stdin(std::process::Stdio::null());
+    if !sandbox.confine(cmd.as_std_mut())? {
+        cmd.process_group(0);
+    }
     if std::env::var_os("GIT_TERMINAL_PROMPT").is_none() {
         cmd.env("GIT_TERMINAL_PROMPT", "0");
     }
-    cmd
+    Ok(cmd)
 }
 
 /// How often a stopping group is checked for survivors.

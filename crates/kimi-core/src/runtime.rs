@@ -55,6 +55,8 @@ pub struct AgentInfo {
     pub share_dir: PathBuf,
     /// The provider's User-Agent; `initialize` appends the client's name and version.
     pub user_agent: kimi_llm::UserAgent,
+    /// The workspace, for the sandbox `initialize` reports (its roots follow `/add-dir`).
+    pub environment: Arc<crate::state::Environment>,
     /// The model's provider signs in with an account (`oauth`): a 401 from it means the login expired.
     pub signed_in: bool,
 }
@@ -193,6 +195,7 @@ impl WireAgent for CoreAgent {
             capabilities: ServerCapabilities {
                 supports_question: true,
             },
+            sandbox: Some(self.info.environment.sandbox_info()),
             // This agent exists only in the process that holds the session.
             session_held_by: None,
         })

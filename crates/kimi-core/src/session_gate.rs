@@ -15,8 +15,8 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use kimi_wire::message::UserInput;
 use kimi_wire::params::{
-    HooksInfo, InitializeParams, InitializeResult, PromptResult, ReplayResult, ServerCapabilities,
-    ServerInfo, SessionHolderInfo, SetPlanModeResult, SlashCommandInfo, SteerResult,
+    HooksInfo, InitializeParams, InitializeResult, PromptResult, ReplayResult, SandboxInfo,
+    ServerCapabilities, ServerInfo, SessionHolderInfo, SetPlanModeResult, SlashCommandInfo, SteerResult,
 };
 use kimi_wire::{ClientHandle, RpcError, WireAgent};
 use tokio_util::sync::CancellationToken;
@@ -41,7 +41,7 @@ pub trait SessionOpener: Send + Sync + 'static {
 }
 
 /// What `initialize` reports while another process holds the session: the same facts the opened
-/// session would report, gathered without writing anything.
+/// session would report (the sandbox extension field included), gathered without writing anything.
 #[derive(Debug)]
 pub struct ReadOnlyFacts {
     /// Our name and version.
@@ -54,6 +54,9 @@ pub struct ReadOnlyFacts {
     /// client's subscriptions. The opened session has its own engine, which the replayed
     /// `initialize`s fill.
     pub hooks: HookEngine,
+    /// How the model's commands are confined (the sandbox extension field), for the session's extra
+    /// directories as they were at start.
+    pub sandbox: SandboxInfo,
 }
 
 /// Why this process does not write the session now.
@@ -191,6 +194,7 @@ impl<O: SessionOpener> SessionGate<O> {
             capabilities: ServerCapabilities {
                 supports_question: true,
             },
+            sandbox: Some(self.facts.sandbox.clone()),
             session_held_by: holder.map(|holder| SessionHolderInfo { pid: holder.pid }),
         }
     }
@@ -325,6 +329,7 @@ mod tests {
             slash_commands: Vec::new(),
             builtin_tools: ["Shell".to_owned()].into(),
             hooks: HookEngine::new(Vec::new(), "/w".into(), "s".into()),
+            sandbox: crate::sandbox::Sandbox::off().info(Path::new("/w"), &[]),
         }
     }
 
@@ -388,6 +393,8 @@ mod tests {
                 pid: Some(std::process::id())
             })
         );
+        // The sandbox is reported as the opened session would report it.
+        assert_eq!(result.sandbox, Some(facts().sandbox));
         let verdicts = result.external_tools.unwrap();
         assert_eq!(verdicts.accepted, ["Mine"]);
         assert_eq!(verdicts.rejected[0].name, "Shell");

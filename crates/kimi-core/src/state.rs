@@ -167,6 +167,8 @@ pub struct Environment {
     additional_dirs: std::sync::RwLock<Vec<PathBuf>>,
     /// The session directory (large outputs are saved here).
     pub session_dir: PathBuf,
+    /// How the model's commands and the file tools' writes are confined.
+    sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
 }
 
 impl Environment {
@@ -176,7 +178,41 @@ impl Environment {
             work_dir,
             additional_dirs: std::sync::RwLock::new(additional_dirs),
             session_dir,
+            sandbox: std::sync::Arc::default(),
         }
+    }
+
+    /// The same workspace with `sandbox` (the default is none).
+    #[must_use]
+    pub fn with_sandbox(mut self, sandbox: std::sync::Arc<crate::sandbox::Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The session's sandbox.
+    pub fn sandbox(&self) -> &crate::sandbox::Sandbox {
+        &self.sandbox
+    }
+
+    /// How the model's commands are confined now (the `initialize` extension field, and what the
+    /// model is told).
+    pub fn sandbox_info(&self) -> kimi_wire::params::SandboxInfo {
+        self.sandbox.info(&self.work_dir, &self.additional_dirs())
+    }
+
+    /// The confinement of a command the model starts now, or why it may not start.
+    pub fn command_sandbox(&self) -> Result<crate::sandbox::CommandSandbox, crate::sandbox::SandboxError> {
+        self.sandbox.command(&self.work_dir, &self.additional_dirs())
+    }
+
+    /// Whether an in-process tool may write the file at the real path `real` (no symlink on it:
+    /// [`crate::sandbox::Sandbox::check_write`]).
+    pub fn check_write(&self, real: &std::path::Path) -> Result<(), crate::sandbox::SandboxError> {
+        if !self.sandbox.policy().mode.confines_files() {
+            return Ok(());
+        }
+        self.sandbox
+            .check_write(real, &self.work_dir, &self.additional_dirs())
     }
 
     /// The extra directories, in the order they were added.

@@ -11,13 +11,17 @@
 //! locks, no protocols, submodules not entered), with stdin closed, a time limit and a cap on what is
 //! read. A ref that looks like an option is refused. Long diffs go through the toolset's output budget like any output: the model
 //! sees head and tail and can read the rest from the saved file.
+//!
+//! git is a process the model asked for, so it runs confined by the session's sandbox as Shell
+//! commands are (docs/sandbox.md), and not at all when the sandbox cannot be enforced.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use kimi_core::sandbox::CommandSandbox;
 use kimi_core::state::Environment;
 use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
@@ -59,15 +63,16 @@ struct GitDiffArgs {
 #[derive(Debug)]
 pub struct GitDiff {
     spec: ToolSpec,
-    work_dir: PathBuf,
+    env: Arc<Environment>,
 }
 
 impl GitDiff {
-    /// The tool, diffing the repository that holds `env.work_dir`.
-    pub fn new(env: &Environment) -> Self {
+    /// The tool, diffing the repository that holds `env.work_dir`, with git confined by `env`'s
+    /// sandbox.
+    pub fn new(env: Arc<Environment>) -> Self {
         Self {
             spec: crate::tool_spec::<GitDiffArgs>(NAME, include_str!("descriptions/git_diff.md")),
-            work_dir: env.work_dir.clone(),
+            env,
         }
     }
 }
@@ -99,8 +104,14 @@ impl Tool for GitDiff {
                 reference: reference.map(str::to_owned),
                 cached: args.cached,
             };
+            let sandbox = crate::shell::command_sandbox(&self.env)?;
             Ok(Plan::read_only(Box::pin(async move {
-                diff(&self.work_dir, &request, &ctx.cancel).await
+                let git = Git {
+                    work_dir: &self.env.work_dir,
+                    sandbox: &sandbox,
+                    cancel: &ctx.cancel,
+                };
+                diff(&git, &request).await
             })))
         })
     }
@@ -151,8 +162,16 @@ struct Ran {
     cut: bool,
 }
 
-async fn diff(work_dir: &Path, request: &Request, cancel: &CancellationToken) -> ToolReturnValue {
-    let inside = match git(work_dir, &[], &["rev-parse", "--is-inside-work-tree"], cancel).await {
+/// Where and how git runs for one call.
+struct Git<'a> {
+    work_dir: &'a Path,
+    sandbox: &'a CommandSandbox,
+    cancel: &'a CancellationToken,
+}
+
+async fn diff(git_at: &Git<'_>, request: &Request) -> ToolReturnValue {
+    let work_dir = git_at.work_dir;
+    let inside = match git(git_at, &[], &["rev-parse", "--is-inside-work-tree"]).await {
         Ok(ran) => ran.success && String::from_utf8_lossy(&ran.stdout).trim() == "true",
         Err(failure) => return failure,
     };
@@ -167,7 +186,7 @@ async fn diff(work_dir: &Path, request: &Request, cancel: &CancellationToken) ->
             "Not a git repository",
         );
     }
-    let overrides = match filter_overrides(work_dir, cancel).await {
+    let overrides = match filter_overrides(git_at).await {
         Ok(overrides) => overrides,
         Err(failure) => return failure,
     };
@@ -184,7 +203,7 @@ async fn diff(work_dir: &Path, request: &Request, cancel: &CancellationToken) ->
     args.extend(request.args());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
-    let ran = match git(work_dir, &overrides, &args, cancel).await {
+    let ran = match git(git_at, &overrides, &args).await {
         Ok(ran) => ran,
         Err(failure) => return failure,
     };
@@ -209,12 +228,9 @@ async fn diff(work_dir: &Path, request: &Request, cancel: &CancellationToken) ->
 /// `-c filter.<name>.clean= ...` for every filter driver the repository's own configuration defines
 /// (its `local` and `worktree` scopes, with what they include), so none of its programs runs while git
 /// compares work-tree files. The user's own (global, system) filters, such as Git LFS, keep working.
-async fn filter_overrides(
-    work_dir: &Path,
-    cancel: &CancellationToken,
-) -> Result<Vec<String>, ToolReturnValue> {
+async fn filter_overrides(git_at: &Git<'_>) -> Result<Vec<String>, ToolReturnValue> {
     let ran = git(
-        work_dir,
+        git_at,
         &[],
         &[
             "config",
@@ -223,7 +239,6 @@ async fn filter_overrides(
             "--get-regexp",
             r"^filter\.",
         ],
-        cancel,
     )
     .await?;
     let listed = String::from_utf8_lossy(&ran.stdout).into_owned();
@@ -246,20 +261,15 @@ async fn filter_overrides(
         .collect())
 }
 
-/// Runs `git <config> <args>` in `work_dir` with everything that could change something or run a
-/// program switched off.
-async fn git(
-    work_dir: &Path,
-    config: &[&str],
-    args: &[&str],
-    cancel: &CancellationToken,
-) -> Result<Ran, ToolReturnValue> {
+/// Runs `git <config> <args>` in the work dir, confined by the sandbox, with everything that could
+/// change something or run a program switched off.
+async fn git(at: &Git<'_>, config: &[&str], args: &[&str]) -> Result<Ran, ToolReturnValue> {
     let mut command = tokio::process::Command::new("git");
     command
         .args(["-c", "core.fsmonitor=false", "-c", "protocol.allow=never"])
         .args(config)
         .args(args)
-        .current_dir(work_dir)
+        .current_dir(at.work_dir)
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_NO_LAZY_FETCH", "1")
@@ -267,8 +277,18 @@ async fn git(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    // A confined git gets a session (so a group) of its own from the sandbox.
+    let confined = at.sandbox.confine(command.as_std_mut()).map_err(|e| {
+        ToolReturnValue::error(
+            "",
+            format!("Cannot run git in the sandbox: {e}"),
+            "Execution failed",
+        )
+    })?;
+    if !confined {
+        command.process_group(0);
+    }
     let mut child = command.spawn().map_err(|e| {
         ToolReturnValue::error(
             "",
@@ -324,6 +344,6 @@ async fn git(
                 "Timed out",
             )),
         },
-        () = cancel.cancelled() => Err(ToolReturnValue::error("", "git diff was cancelled.", "Cancelled")),
+        () = at.cancel.cancelled() => Err(ToolReturnValue::error("", "git diff was cancelled.", "Cancelled")),
     }
 }

@@ -151,7 +151,8 @@ const NOT_YET_AVAILABLE: &[&str] = &["SendDMail", "Think"];
 ///
 /// `Ok(None)` means the tool does not load in this session, as the reference's `SkipThisTool`: a tool
 /// whose conditions are not met (ReadMediaFile for a text-only model, SearchWeb without
-/// `[services.moonshot_search]`, Agent without subagent types), or a known tool we do not have yet
+/// `[services.moonshot_search]`, the web tools with `sandbox_network = false`, Agent without subagent
+/// types), or a known tool we do not have yet
 /// (`NOT_YET_AVAILABLE`). A name no reference tool has is an [`UnknownTool`] error.
 pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     if let Some(profiled) = name.strip_prefix(kimi_code::PREFIX) {
@@ -168,7 +169,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
             }
             None => return Ok(None),
         },
-        shell::NAME => Arc::new(Shell::new(&deps.env, deps.tasks.clone())),
+        shell::NAME => Arc::new(Shell::new(Arc::clone(&deps.env), deps.tasks.clone())),
         task::LIST => Arc::new(TaskList::new(deps.tasks.clone())),
         task::OUTPUT => Arc::new(TaskOutput::new(deps.tasks.clone())),
         task::STOP => Arc::new(TaskStop::new(deps.tasks.clone())),
@@ -197,6 +198,11 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
         )),
         plan::ENTER_NAME => Arc::new(EnterPlanMode::new(deps.plan_tool_deps())),
         plan::EXIT_NAME => Arc::new(ExitPlanMode::new(deps.plan_tool_deps())),
+        // `sandbox_network = false`: the model's network is off, the web tools' included.
+        web::FETCH_NAME | web::SEARCH_NAME if !deps.env.sandbox().allows_network() => {
+            tracing::info!(tool = name, "not offered: sandbox_network = false");
+            return Ok(None);
+        }
         web::FETCH_NAME => Arc::new(FetchURL::new(&deps.web)),
         web::SEARCH_NAME => match SearchWeb::new(&deps.web) {
             Some(tool) => Arc::new(tool),
@@ -213,7 +219,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
                 _ => Arc::new(CronDelete::new(store)),
             }
         }
-        git_diff::NAME => Arc::new(GitDiff::new(&deps.env)),
+        git_diff::NAME => Arc::new(GitDiff::new(Arc::clone(&deps.env))),
         _ if NOT_YET_AVAILABLE.contains(&name) => {
             tracing::debug!(tool = name, "built-in tool not available yet; skipped");
             return Ok(None);

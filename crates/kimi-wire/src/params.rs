@@ -120,11 +120,34 @@ pub struct InitializeResult {
     pub hooks: HooksInfo,
     /// What the server can do.
     pub capabilities: ServerCapabilities,
+    /// Extension (kimi-agent, docs/sandbox.md): how the model's commands are confined. Always sent by
+    /// kimi-agent; absent from the reference's answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub sandbox: Option<SandboxInfo>,
     /// Extension: present when another kimi-agent process holds the session. This process then serves
     /// what only reads (`initialize`, `replay`) and refuses what would write until the holder exits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub session_held_by: Option<SessionHolderInfo>,
+}
+
+/// How the model's commands are confined (`initialize` extension; docs/sandbox.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+pub struct SandboxInfo {
+    /// `read-only`, `workspace-write` or `danger-full-access` (the default: no confinement of files).
+    pub mode: String,
+    /// Whether commands may use the network (loopback included).
+    pub network: bool,
+    /// Whether the kernel enforces the mode; `false` with `error` set means every command is refused.
+    /// `false` without `error` means there is nothing to enforce.
+    pub enforced: bool,
+    /// The kernel's Landlock ABI, when files are confined.
+    pub landlock_abi: Option<u32>,
+    /// Where commands may write, symlinks resolved; `null` when files are not confined.
+    pub writable_roots: Option<Vec<String>>,
+    /// Why the mode cannot be enforced on this machine.
+    pub error: Option<String>,
 }
 
 /// Extension: the process that holds the session, in the `initialize` result of another process.

@@ -776,6 +776,7 @@ fn method_results_match_the_reference() {
             configured,
         },
         capabilities: ServerCapabilities::default(),
+        sandbox: None,
         session_held_by: None,
     };
     let without_tools = r#"{"protocol_version":"1.10","server":{"name":"Kimi Code CLI","version":"1.49.0"},"slash_commands":[{"name":"init","description":"d","aliases":[]}],"hooks":{"supported_events":["PreToolUse","Stop"],"configured":{"Stop":2}},"capabilities":{"supports_question":true}}"#;

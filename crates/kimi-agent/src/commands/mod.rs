@@ -7,13 +7,13 @@ pub mod mcp;
 
 use std::process::ExitCode;
 
-use crate::cli::Command;
+use crate::cli::{Cli, Command};
 
-/// Runs a subcommand and returns the process exit status.
-pub fn run(command: &Command) -> anyhow::Result<ExitCode> {
+/// Runs a subcommand (`cli` holds the top-level flags) and returns the process exit status.
+pub fn run(command: &Command, cli: &Cli) -> anyhow::Result<ExitCode> {
     match command {
         Command::Info(args) => {
-            info::run(args)?;
+            info::run(args, cli)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(command) => Ok(mcp::run(command, &kimi_core::paths::share_dir())),

@@ -78,6 +78,9 @@ fn expected_result() -> Value {
         "server": {"name": "kimi-agent", "version": env!("CARGO_PKG_VERSION")},
         "hooks": {"supported_events": supported_events(), "configured": {}},
         "capabilities": {"supports_question": true},
+        // Extension (docs/protocol.md X1): no sandbox by default.
+        "sandbox": {"mode": "danger-full-access", "network": true, "enforced": false, "landlock_abi": null,
+                    "writable_roots": null, "error": null},
     })
 }
 

@@ -23,6 +23,7 @@ mod plan_mode;
 mod prompt;
 mod providers;
 mod providers_more;
+mod sandbox;
 mod sdk;
 mod security;
 mod session_compat;

@@ -12,6 +12,7 @@ use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
 use crate::procgroup;
+use crate::sandbox::CommandSandbox;
 
 /// How long the exit status of a stopped command is awaited after SIGKILL.
 const REAP_AFTER_KILL: Duration = Duration::from_secs(2);
@@ -27,6 +28,8 @@ pub(crate) struct BashCommand<'a> {
     pub cwd: &'a Path,
     /// Where stdout and stderr go (appended).
     pub output: &'a Path,
+    /// How the command is confined.
+    pub sandbox: &'a CommandSandbox,
 }
 
 /// How a supervised command ended.
@@ -45,7 +48,9 @@ pub(crate) enum BashEnd {
 /// Starts the command; the child is not killed when dropped (a kept-alive task outlives us).
 pub(crate) fn spawn(cmd: BashCommand<'_>) -> io::Result<Child> {
     let log = crate::private_files::open_append(cmd.output)?;
-    procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd)
+    // A confined command may still reopen its own log (`> /dev/stderr` goes through the path).
+    let sandbox = cmd.sandbox.clone().with_writable_file(cmd.output.to_path_buf());
+    procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd, &sandbox)?
         .stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log))
         .spawn()
@@ -113,6 +118,7 @@ mod tests {
             command,
             cwd: dir,
             output: &dir.join("output.log"),
+            sandbox: &CommandSandbox::unconfined(),
         })
         .unwrap();
         let pgid = i32::try_from(child.id().unwrap()).unwrap();

@@ -30,6 +30,7 @@ use super::store::{OutputChunk, TaskStore};
 use crate::config::BackgroundConfig;
 use crate::notifications::{Category, NotificationDetails, NotificationEvent, NotificationQueue, unix_now};
 use crate::procgroup;
+use crate::sandbox::CommandSandbox;
 use crate::session::SessionError;
 
 /// The reason recorded for tasks stopped because the session ended (reference text).
@@ -79,6 +80,8 @@ pub struct BashTaskRequest {
     pub shell_path: PathBuf,
     /// The working directory.
     pub cwd: PathBuf,
+    /// How the command is confined.
+    pub sandbox: CommandSandbox,
 }
 
 /// A task of a kind other than bash, for [`TaskManager::start_task`].
@@ -215,6 +218,7 @@ impl TaskManager {
             command: &request.command,
             cwd: &request.cwd,
             output: &output,
+            sandbox: &request.sandbox,
         });
         let child = match spawned {
             Ok(child) => child,

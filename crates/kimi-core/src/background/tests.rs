@@ -46,6 +46,7 @@ fn bash(command: &str, cwd: &Path) -> BashTaskRequest {
         shell_name: "bash".into(),
         shell_path: PathBuf::from("bash"),
         cwd: cwd.to_owned(),
+        sandbox: crate::sandbox::CommandSandbox::unconfined(),
     }
 }
 

@@ -60,6 +60,13 @@ pub struct Config {
     pub extra_skill_dirs: Vec<String>,
     /// Anonymous telemetry (we send none; kept so reference config files round-trip).
     pub telemetry: bool,
+    /// How the model's commands are confined (extension; `--sandbox` overrides it; docs/sandbox.md).
+    pub sandbox_mode: crate::sandbox::SandboxMode,
+    /// Whether the model's commands may use the network, loopback included (extension; default true).
+    pub sandbox_network: bool,
+    /// More directories (or files) commands may write in `workspace-write` mode: absolute, `~/...` or
+    /// relative to the work dir (extension).
+    pub sandbox_writable_roots: Vec<String>,
     /// Hosts FetchURL reads without asking (`example.com`, `*.example.com`, an IP address).
     pub fetch_allowed_hosts: Vec<String>,
     /// Hosts FetchURL may reach although they are (or resolve to) loopback, private, link-local or
@@ -108,6 +115,9 @@ impl Default for Config {
             merge_all_available_skills: true,
             extra_skill_dirs: Vec::new(),
             telemetry: true,
+            sandbox_mode: crate::sandbox::SandboxMode::default(),
+            sandbox_network: true,
+            sandbox_writable_roots: Vec::new(),
             fetch_allowed_hosts: Vec::new(),
             fetch_allow_private_hosts: Vec::new(),
             approval_details: None,

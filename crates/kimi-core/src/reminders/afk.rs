@@ -89,6 +89,7 @@ mod tests {
                         history: &history,
                         plan: PlanFacts::default(),
                         afk,
+                        sandbox: None,
                     };
                     let due = AfkReminder.due(&facts);
                     out.push(match due.as_ref().map(|i| i.kind) {

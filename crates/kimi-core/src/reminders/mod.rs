@@ -11,10 +11,11 @@
 //! Due reminders go into the context as one user message of `<system-reminder>` blocks ([`message`]); the
 //! request merges it into the adjacent user message ([`merged`]), as the reference does.
 //!
-//! Layout: `plan_mode.rs` and `afk.rs`, one provider each, with their texts and unit tests.
+//! Layout: `plan_mode.rs`, `afk.rs` and `sandbox.rs`, one provider each, with their texts and unit tests.
 
 mod afk;
 mod plan_mode;
+mod sandbox;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use kimi_wire::message::ContentPart;
 
 use afk::AfkReminder;
 use plan_mode::PlanModeReminder;
+use sandbox::SandboxReminder;
 
 use crate::tool_names::ToolNames;
 
@@ -35,6 +37,8 @@ pub struct ModeFacts<'a> {
     pub plan: PlanFacts<'a>,
     /// Is nobody at the keyboard (afk)?
     pub afk: bool,
+    /// How the model's commands are confined now (`None` outside a session).
+    pub sandbox: Option<&'a kimi_wire::params::SandboxInfo>,
 }
 
 /// Plan mode as the reminders see it.
@@ -53,7 +57,8 @@ pub struct PlanFacts<'a> {
 /// One reminder due before the next model call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Injection {
-    /// What it is about (`plan_mode`, `plan_mode_reentry`, `plan_mode_off`, `afk_mode`, `afk_mode_off`).
+    /// What it is about (`plan_mode`, `plan_mode_reentry`, `plan_mode_off`, `afk_mode`, `afk_mode_off`,
+    /// `sandbox`, `sandbox_off`).
     pub kind: &'static str,
     /// Its text, without the tags.
     pub text: String,
@@ -65,6 +70,7 @@ pub struct Injection {
 pub struct Reminders {
     plan: Option<PlanModeReminder>,
     afk: Option<AfkReminder>,
+    sandbox: Option<SandboxReminder>,
     /// What the texts call the tools (the kimi-code agent's `Write`, `Edit`, `Read`).
     names: ToolNames,
 }
@@ -81,6 +87,7 @@ impl Reminders {
         Self {
             plan: Some(PlanModeReminder::default()),
             afk: afk.then_some(AfkReminder),
+            sandbox: Some(SandboxReminder),
             names: ToolNames::REFERENCE,
         }
     }
@@ -94,10 +101,10 @@ impl Reminders {
 
     /// Whether any provider runs (the soul gathers no facts otherwise).
     pub fn is_empty(&self) -> bool {
-        self.plan.is_none() && self.afk.is_none()
+        self.plan.is_none() && self.afk.is_none() && self.sandbox.is_none()
     }
 
-    /// The reminders due now, plan mode first.
+    /// The reminders due now: plan mode, afk, then the sandbox.
     pub fn due(&mut self, facts: &ModeFacts<'_>) -> Vec<Injection> {
         let mut due = Vec::new();
         if let Some(plan) = &mut self.plan {
@@ -110,6 +117,10 @@ impl Reminders {
             if let std::borrow::Cow::Owned(text) = self.names.apply(&injection.text) {
                 injection.text = text;
             }
+        }
+        // Named already: it compares its text with the one the model read.
+        if let Some(sandbox) = &self.sandbox {
+            due.extend(sandbox.due(facts.history, facts.sandbox, self.names));
         }
         due
     }

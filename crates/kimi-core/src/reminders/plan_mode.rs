@@ -193,6 +193,7 @@ mod tests {
                 file_exists: exists,
             },
             afk: false,
+            sandbox: None,
         }
     }
 

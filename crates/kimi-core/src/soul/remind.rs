@@ -23,6 +23,7 @@ impl Soul {
             None => false,
         };
         let afk = self.approvals.state().afk;
+        let sandbox = self.session_info().map(|session| session.env.sandbox_info());
         let mut context = self.context.lock().await;
         let facts = ModeFacts {
             history: context.messages(),
@@ -33,6 +34,7 @@ impl Soul {
                 file_exists,
             },
             afk,
+            sandbox: sandbox.as_ref(),
         };
         let due = lock(&self.reminders).due(&facts);
         for injection in &due {

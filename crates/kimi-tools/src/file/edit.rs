@@ -28,7 +28,10 @@ use super::diff::build_diff_blocks;
 use super::paths::resolve_tool_path;
 use super::real_path::{OpenFor, read_real, write_real};
 use super::scope::Target;
-use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, decode_text, tool_error, tool_spec};
+use super::{
+    ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, check_sandbox, decode_text, tool_error,
+    tool_spec,
+};
 
 // One replacement (field doc comments are the parameter descriptions).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -95,11 +98,12 @@ impl Tool for StrReplaceFile {
     fn plan(
         self: Arc<Self>,
         args: Value,
-        _ctx: CallContext,
+        ctx: CallContext,
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: EditParams = parse_args(args)?;
             let (target, action, diff) = prepare(&self.env, &self.settings, &params).await?;
+            check_sandbox(&self.env, &target.real, ctx.plan_mode)?;
             let ask = ApprovalAsk {
                 action: action.to_owned(),
                 description: format!("Edit file `{}`", target.shown.display()),
@@ -107,7 +111,13 @@ impl Tool for StrReplaceFile {
                 detail_display: Vec::new(),
                 writes: vec![target.shown.clone()],
             };
-            Ok(Plan::side_effect(ask, Box::pin(run(params, target, diff))))
+            let run = async move {
+                if let Err(refusal) = check_sandbox(&self.env, &target.real, ctx.plan_mode) {
+                    return refusal;
+                }
+                run(params, target, diff).await
+            };
+            Ok(Plan::side_effect(ask, Box::pin(run)))
         })
     }
 }

@@ -46,8 +46,9 @@ pub use sensitive::SecretFiles;
 pub use write::WriteFile;
 
 pub(crate) use paths::expand_user;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use kimi_core::state::Environment;
 use kimi_core::toolset::schema_for;
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
@@ -90,6 +91,20 @@ fn optional_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// A failed result with empty output, as the reference's `ToolError(message=.., brief=..)`.
 fn tool_error(message: impl Into<String>, brief: &str) -> ToolReturnValue {
     ToolReturnValue::error("", message, brief)
+}
+
+/// The sandbox's writable roots, for the tools that write: `real`, the target's real path
+/// ([`scope::Target::real`], the file the write will open following no symlink), must lie in one of
+/// them. Called when planning, so a refused write is never put to the user, and again just before
+/// writing, against the roots as they are then (as a command started then would be). In plan mode the
+/// toolset lets a call write nothing but the plan file (the agent's own file, outside the workspace),
+/// so the roots do not apply there.
+fn check_sandbox(env: &Environment, real: &Path, plan_mode: bool) -> Result<(), ToolReturnValue> {
+    if plan_mode {
+        return Ok(());
+    }
+    env.check_write(real)
+        .map_err(|e| tool_error(e.to_string(), "Outside the sandbox"))
 }
 
 /// Decodes file bytes as the reference's text reads do: UTF-8 with invalid bytes replaced, and

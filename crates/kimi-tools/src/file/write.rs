@@ -24,7 +24,10 @@ use super::diff::build_diff_blocks;
 use super::paths::resolve_tool_path;
 use super::real_path::{OpenFor, read_real, write_real};
 use super::scope::Target;
-use super::{ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, decode_text, tool_error, tool_spec};
+use super::{
+    ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, check_sandbox, decode_text, tool_error,
+    tool_spec,
+};
 
 // How the content is written: replace the whole file, or add to its end. (No doc comments on the
 // variants, so the schema is a plain string `enum` as the reference's.)
@@ -75,11 +78,12 @@ impl Tool for WriteFile {
     fn plan(
         self: Arc<Self>,
         args: Value,
-        _ctx: CallContext,
+        ctx: CallContext,
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: WriteParams = parse_args(args)?;
             let prepared = prepare(&self.env, &self.settings, &params).await?;
+            check_sandbox(&self.env, &prepared.target.real, ctx.plan_mode)?;
             let ask = ApprovalAsk {
                 action: prepared.action.to_owned(),
                 description: format!("Write file `{}`", prepared.target.shown.display()),
@@ -87,7 +91,13 @@ impl Tool for WriteFile {
                 detail_display: Vec::new(),
                 writes: vec![prepared.target.shown.clone()],
             };
-            Ok(Plan::side_effect(ask, Box::pin(run(params, prepared))))
+            let run = async move {
+                if let Err(refusal) = check_sandbox(&self.env, &prepared.target.real, ctx.plan_mode) {
+                    return refusal;
+                }
+                run(params, prepared).await
+            };
+            Ok(Plan::side_effect(ask, Box::pin(run)))
         })
     }
 }

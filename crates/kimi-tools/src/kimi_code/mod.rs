@@ -108,7 +108,7 @@ pub(crate) fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn T
         },
         "Glob" => Arc::new(glob::glob(deps)),
         "Bash" => Arc::new(bash::Bash::new(
-            Arc::new(Shell::new(&deps.env, deps.tasks.clone())),
+            Arc::new(Shell::new(Arc::clone(&deps.env), deps.tasks.clone())),
             deps.env.work_dir.clone(),
         )),
         "TaskList" => Arc::new(TaskList::with_format(deps.tasks.clone(), TaskFormat::KimiCode)),

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kimi_core::background::{BashTaskRequest, TaskManager, TaskView, format_task};
+use kimi_core::sandbox::CommandSandbox;
 use kimi_core::state::Environment;
 use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
@@ -113,12 +114,13 @@ pub(crate) enum RunMode {
 }
 
 /// What a background run adds to the command: the task's description and limit, where it runs (for
-/// the approval) and the call that starts it.
+/// the approval), the call that starts it and how it is confined.
 struct BackgroundRun {
     description: String,
     timeout: Option<Duration>,
     place: String,
     tool_call_id: String,
+    sandbox: CommandSandbox,
 }
 
 /// The `Shell` tool.
@@ -127,14 +129,14 @@ pub struct Shell {
     spec: ToolSpec,
     shell: PathBuf,
     shell_name: &'static str,
-    work_dir: PathBuf,
+    env: Arc<Environment>,
     tasks: TaskManager,
 }
 
 impl Shell {
-    /// A `Shell` running commands in `env.work_dir` with the shell found by [`find_shell`], starting
-    /// background commands as tasks of `tasks`.
-    pub fn new(env: &Environment, tasks: TaskManager) -> Self {
+    /// A `Shell` running commands in `env.work_dir` with the shell found by [`find_shell`], confined by
+    /// `env`'s sandbox, starting background commands as tasks of `tasks`.
+    pub fn new(env: Arc<Environment>, tasks: TaskManager) -> Self {
         let (shell, shell_name) = find_shell();
         let description = include_str!("../descriptions/shell.md")
             .replace("{shell}", &format!("{shell_name} (`{}`)", shell.display()));
@@ -142,7 +144,7 @@ impl Shell {
             spec: crate::tool_spec::<ShellArgs>(NAME, description),
             shell,
             shell_name,
-            work_dir: env.work_dir.clone(),
+            env,
             tasks,
         }
     }
@@ -182,13 +184,15 @@ impl Shell {
                 "Empty command",
             ));
         }
+        // Before approval: a command the sandbox cannot confine is not worth asking about.
+        let sandbox = command_sandbox(&self.env)?;
         // The user approves a command where it runs: a directory other than the work dir is named.
         let place = run
             .cwd
             .as_ref()
             .map(|dir| format!(" in `{}`", dir.display()))
             .unwrap_or_default();
-        let cwd = run.cwd.unwrap_or_else(|| self.work_dir.clone());
+        let cwd = run.cwd.unwrap_or_else(|| self.env.work_dir.clone());
         let timeout = match run.mode {
             RunMode::Foreground { timeout } => timeout,
             RunMode::Background { description, timeout } => {
@@ -197,6 +201,7 @@ impl Shell {
                     timeout,
                     place,
                     tool_call_id: ctx.tool_call_id,
+                    sandbox,
                 };
                 return Ok(self.background_plan(run.command, cwd, task));
             }
@@ -213,7 +218,10 @@ impl Shell {
         };
         Ok(Plan::side_effect(
             ask,
-            Box::pin(async move { self.execute(run.command, &cwd, timeout, ctx.cancel).await }),
+            Box::pin(async move {
+                self.execute(run.command, &cwd, timeout, sandbox, ctx.cancel)
+                    .await
+            }),
         ))
     }
 
@@ -224,6 +232,7 @@ impl Shell {
             timeout,
             place,
             tool_call_id,
+            sandbox,
         } = task;
         let ask = ApprovalAsk {
             action: "run background command".to_owned(),
@@ -244,6 +253,7 @@ impl Shell {
             shell_name: self.shell_name.to_owned(),
             shell_path: self.shell.clone(),
             cwd,
+            sandbox,
         };
         Plan::side_effect(
             ask,
@@ -268,6 +278,7 @@ impl Shell {
         command: String,
         cwd: &Path,
         timeout: Duration,
+        sandbox: CommandSandbox,
         cancel: CancellationToken,
     ) -> ToolReturnValue {
         let mut out = OutputBuilder::with_limits(MAX_CAPTURED_CHARS, Some(DEFAULT_MAX_LINE_LENGTH));
@@ -275,6 +286,7 @@ impl Shell {
             shell: &self.shell,
             command: &command,
             cwd,
+            sandbox: &sandbox,
         };
         let limits = Limits {
             timeout,
@@ -307,7 +319,15 @@ impl Shell {
             Ok(Outcome::Cancelled) => out.error("Command was cancelled before it finished.", "Cancelled"),
             Err(e) => {
                 tracing::error!(command = %command, error = %e, "shell command could not be started");
-                out.error(&format!("Command execution failed: {e}"), "Execution failed")
+                let place = if sandbox.is_confined() {
+                    " in the sandbox"
+                } else {
+                    ""
+                };
+                out.error(
+                    &format!("Command execution failed{place}: {e}"),
+                    "Execution failed",
+                )
             }
         }
     }
@@ -325,6 +345,13 @@ impl Tool for Shell {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move { self.make_plan(args, ctx) })
     }
+}
+
+/// How a process the model asked for (a command, or git_diff's git) is confined now, or the tool error
+/// refusing it when the sandbox cannot be enforced.
+pub(crate) fn command_sandbox(env: &Environment) -> Result<CommandSandbox, ToolReturnValue> {
+    env.command_sandbox()
+        .map_err(|e| ToolReturnValue::error("", e.to_string(), "Sandbox unavailable"))
 }
 
 /// A timeout as the timeout messages write it: whole seconds as `60s`, anything finer as `1500ms`.
@@ -412,7 +439,7 @@ mod tests {
 
     fn shell_with(dir: &Path, tasks: &Tasks) -> Arc<Shell> {
         Arc::new(Shell::new(
-            &Environment::new(dir.to_owned(), Vec::new(), dir.to_owned()),
+            Arc::new(Environment::new(dir.to_owned(), Vec::new(), dir.to_owned())),
             tasks.manager.clone(),
         ))
     }
@@ -730,7 +757,11 @@ mod tests {
             )
         );
         let sub = Arc::new(Shell::new(
-            &Environment::new(dir.path().to_owned(), Vec::new(), dir.path().to_owned()),
+            Arc::new(Environment::new(
+                dir.path().to_owned(),
+                Vec::new(),
+                dir.path().to_owned(),
+            )),
             tasks.manager.for_subagent(),
         ));
         assert_eq!(

@@ -23,6 +23,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use kimi_core::procgroup;
+use kimi_core::sandbox::CommandSandbox;
 use nix::sys::signal::Signal;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
@@ -76,6 +77,8 @@ pub(crate) struct ShellCommand<'a> {
     pub command: &'a str,
     /// The working directory.
     pub cwd: &'a Path,
+    /// How the command is confined.
+    pub sandbox: &'a CommandSandbox,
 }
 
 /// Runs `cmd`, handing each line of its combined output (line break included, decoded lossily) to
@@ -88,7 +91,7 @@ pub(crate) async fn run(
 ) -> io::Result<Outcome> {
     let deadline = Instant::now() + limits.timeout;
     let (reader, writer) = io::pipe()?;
-    let mut command = procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd);
+    let mut command = procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd, cmd.sandbox)?;
     command
         .stdout(Stdio::from(writer.try_clone()?))
         .stderr(Stdio::from(writer))
@@ -309,6 +312,7 @@ mod tests {
                 shell: &shell,
                 command,
                 cwd: &dir,
+                sandbox: &CommandSandbox::unconfined(),
             },
             limits,
             cancel,
@@ -466,11 +470,13 @@ mod tests {
         let dir = std::env::temp_dir();
         let cancel = CancellationToken::new();
         let mut sink = |_: &str| {};
+        let unconfined = CommandSandbox::unconfined();
         let fut = run(
             ShellCommand {
                 shell: &shell,
                 command: &command,
                 cwd: &dir,
+                sandbox: &unconfined,
             },
             FAST,
             &cancel,
@@ -496,6 +502,7 @@ mod tests {
                 shell: &shell,
                 command: "head -c 600000 /dev/zero | tr '\\0' x",
                 cwd: &dir,
+                sandbox: &CommandSandbox::unconfined(),
             },
             FAST,
             &CancellationToken::new(),

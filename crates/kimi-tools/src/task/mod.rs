@@ -111,6 +111,7 @@ pub(crate) mod testing {
                     shell_name: "bash".into(),
                     shell_path: PathBuf::from("bash"),
                     cwd: self.dir.path().to_owned(),
+                    sandbox: kimi_core::sandbox::CommandSandbox::unconfined(),
                 })
                 .unwrap()
         }
