@@ -168,6 +168,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         mcp_servers,
         server_info,
         signed_in: resolved.provider.oauth.is_some(),
+        provider_type: resolved.provider.kind.as_str().to_owned(),
     };
     let gate = Arc::new(SessionGate::new(session, client, facts, opener));
     match gate.take_over().await {
@@ -215,6 +216,8 @@ struct Opener {
     server_info: ServerInfo,
     /// The model's provider signs in with a Kimi account (`login`), so `info` can say so.
     signed_in: bool,
+    /// The model's provider type, named in provider errors' data.
+    provider_type: String,
 }
 
 #[async_trait]
@@ -248,6 +251,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         mcp_servers,
         server_info,
         signed_in,
+        provider_type,
     } = opener;
     let state = StateFile::load(&session.state_path());
     let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
@@ -257,9 +261,8 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
-    let approvals = Arc::new(
-        ApprovalRuntime::new(client.clone(), approval_state).with_details(config.approval_details),
-    );
+    let approvals =
+        Arc::new(ApprovalRuntime::new(client.clone(), approval_state).with_details(config.approval_details));
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
         kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
@@ -444,6 +447,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         share_dir: share_dir.clone(),
         user_agent: user_agent.clone(),
         signed_in: *signed_in,
+        provider: provider_type.clone(),
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
     let scheduler = cron
