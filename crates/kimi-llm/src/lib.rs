@@ -5,6 +5,7 @@
 //! - [`ChatProvider`], [`ChatRequest`], [`StreamEvent`], [`ChatStream`],
 //!   [`ToolSpec`] (`provider.rs`): one model call and its streamed answer.
 //! - [`Message`], [`Role`] (`message.rs`): the conversation history.
+//! - [`Answer`] (`answer.rs`): one call's answer assembled from its stream.
 //! - [`ChatError`] (`error.rs`): failures, classified like kosong's exception
 //!   classes, with their exact texts and retryability.
 //! - [`echo`]: the `_echo` and `_scripted_echo` test providers and the echo
@@ -33,6 +34,7 @@
 //! Content parts, tool calls and token usage are the wire's own types
 //! (`kimi_wire::message`), so what a provider streams goes out unchanged.
 
+mod answer;
 pub mod anthropic;
 mod assemble;
 pub mod chaos;
@@ -51,6 +53,7 @@ mod settings;
 mod sse;
 mod tool_names;
 
+pub use answer::{Answer, push_part};
 pub use chaos::{ChaosConfig, ChaosProvider};
 pub use error::ChatError;
 pub use http::chain as error_chain;

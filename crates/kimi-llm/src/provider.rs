@@ -40,6 +40,9 @@ pub enum StreamEvent {
     MessageId(String),
     /// Token usage of this call.
     Usage(TokenUsage),
+    /// Why the model stopped (`stop`, `tool_calls`, `end_turn`, `STOP`, `completed`, ...), as the
+    /// provider said it; at most once, at the end.
+    Finish(String),
 }
 
 /// The stream of one model answer.
