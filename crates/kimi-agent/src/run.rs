@@ -530,6 +530,10 @@ impl WireAgent for HeldSession {
         self.agent.replay(cancel).await
     }
 
+    async fn side_question(&self, question: String) -> Result<PromptResult, RpcError> {
+        self.agent.side_question(question).await
+    }
+
     async fn shutdown(&self) {
         self.agent.shutdown().await;
     }

@@ -11,6 +11,7 @@
 //!   not hold.
 //! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
 //! - [`config`], [`paths`]: configuration and well-known paths.
+//! - [`btw`]: side questions (`/btw`), answered beside the running turn.
 //! - [`slash`]: slash commands; [`skills`]: skills (discovery, `/skill:`, `/flow:`, the `Skill` tool).
 //! - [`mcp`]: tools from MCP servers (rmcp), their loading and status.
 //! - [`cron`]: scheduled prompts (cron jobs), their store and the scheduler that fires them as turns.
@@ -27,6 +28,7 @@ pub mod agent_spec;
 pub mod approval;
 pub mod auth;
 pub mod background;
+pub mod btw;
 pub mod child_env;
 pub mod config;
 pub mod context;

@@ -244,6 +244,13 @@ impl WireAgent for CoreAgent {
         replay_wire_file(&self.session.wire_path(), self.soul.events().client(), &cancel).await
     }
 
+    async fn side_question(&self, question: String) -> Result<PromptResult, RpcError> {
+        match self.soul.side_question(&question).await {
+            Ok(()) => Ok(PromptResult::finished()),
+            Err(error) => Err(turn_error(error, &self.info)),
+        }
+    }
+
     async fn shutdown(&self) {
         self.soul.flush(true).await;
         let has_conversation = !self.soul.is_empty().await;

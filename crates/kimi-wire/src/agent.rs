@@ -37,6 +37,16 @@ pub trait WireAgent: Send + Sync + 'static {
     async fn set_plan_mode(&self, enabled: bool) -> Result<SetPlanModeResult, RpcError>;
     /// `replay`: re-send the recorded session through the client handle.
     async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError>;
+    /// A `prompt` that is a side question (`/btw <question>`, see [`crate::side_question`]): answer it
+    /// from the conversation as it stands, between `BtwBegin` and `BtwEnd`, without touching the
+    /// conversation. Called whether or not a turn runs, and beside it. The default refuses (agents that
+    /// have no conversation, test doubles).
+    async fn side_question(&self, question: String) -> Result<PromptResult, RpcError> {
+        let _ = question;
+        Err(RpcError::internal(
+            "Side questions are not supported by this agent",
+        ))
+    }
     /// The connection is closing: flush and release what the agent holds. Called once, after the
     /// running turn (if any) was cancelled.
     async fn shutdown(&self);

@@ -16,6 +16,7 @@
 //! - [`server`]: the dispatcher, the single stdout writer and the [`server::pending`] request registry.
 //! - [`WireAgent`]: the trait the agent core implements; [`ClientHandle`]: how it talks back;
 //!   [`TurnStarter`]: how it starts a turn of its own (a scheduled prompt) when none runs.
+//! - [`side_question`]: recognising `/btw` prompts, answered beside a running turn.
 //! - [`schema`]: JSON Schema and TypeScript export of the types.
 //!
 //! One rule holds everywhere: only the writer task touches stdout. This crate knows nothing of models or
@@ -33,6 +34,7 @@ pub mod named;
 pub mod params;
 pub mod schema;
 pub mod server;
+pub mod side_question;
 
 pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
 pub use error_code::RpcError;

@@ -34,6 +34,7 @@ use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
 use crate::named::from_value_named;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
+use crate::side_question;
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
 pub(crate) use turn::TurnSlot;
 pub use turn::{AgentTurn, TurnStarter};
@@ -253,6 +254,11 @@ impl<A: WireAgent> Dispatcher<A> {
                 let Some(params) = self.params::<PromptParams>(&id, method, params).await else {
                     return;
                 };
+                // A side question is answered beside whatever runs and is no turn of its own.
+                if let Some(question) = side_question::parse(&params.user_input) {
+                    let agent = Arc::clone(&self.agent);
+                    return self.spawn_reply(id, async move { agent.side_question(question).await });
+                }
                 let Some(token) = self.turn.begin() else {
                     return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
                 };
