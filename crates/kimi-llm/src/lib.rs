@@ -28,6 +28,7 @@
 //! - [`schema_sanitize`]: tool schemas and names in the shape Moonshot accepts
 //!   (each provider adds what its API needs on top).
 //! - [`chaos`]: `_chaos`, a wrapper that injects errors and truncated streams.
+//! - [`cassette`]: recording every model call (`--record-llm`) and `_cassette`, which plays them back.
 //! - [`py_repr`] (`py.rs`): Python's `repr()` of a string, and the other
 //!   Python built-ins whose output reaches interface strings.
 //!
@@ -37,6 +38,7 @@
 mod answer;
 pub mod anthropic;
 mod assemble;
+pub mod cassette;
 pub mod chaos;
 pub mod echo;
 mod error;

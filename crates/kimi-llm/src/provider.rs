@@ -6,7 +6,7 @@ use kimi_wire::message::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 use crate::{ChatError, Message};
 
 /// A tool as offered to the model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolSpec {
     /// Name the model calls it by.
     pub name: String,
