@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use async_trait::async_trait;
 use kimi_core::agent_spec::{self, AgentSpec};
+use kimi_llm::cassette::{CassetteWriter, RunPaths};
 use kimi_core::approval::{ApprovalRuntime, ApprovalState};
 use kimi_core::background::TaskManager;
 use kimi_core::config::{self, Config, Env, HookEvent};
@@ -71,6 +72,8 @@ pub struct RunOptions {
     /// MCP configuration documents, already read: `--mcp-config-file`s (or `<share>/mcp.json`), then
     /// `--mcp-config`s.
     pub mcp_sources: Vec<serde_json::Value>,
+    /// `--record-llm FILE`.
+    pub record_llm: Option<PathBuf>,
 }
 
 /// Opens the session and serves the wire protocol on stdin/stdout until the client goes away. The
@@ -100,6 +103,18 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         (None, false) => SessionChoice::New,
     };
     let session = session::open(&share_dir, &work_dir, &choice)?;
+    let record = match &options.record_llm {
+        Some(path) => Some(Arc::new(CassetteWriter::open(path).with_context(|| {
+            format!("cannot open {} for --record-llm", path.display())
+        })?)),
+        None => None,
+    };
+    let text = |path: &std::path::Path| path.to_string_lossy().into_owned();
+    let paths = RunPaths {
+        work_dir: text(&session.work_dir),
+        share_dir: text(&share_dir),
+        home: kimi_core::paths::home_dir().as_deref().map(text).unwrap_or_default(),
+    };
     let user_agent = kimi_llm::UserAgent::ours();
     let provider_options = kimi_core::llm::ProviderOptions {
         // Reference: without a flag the config decides, and `default_thinking = false` switches thinking
@@ -109,6 +124,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         reserved_context_size: config.loop_control.reserved_context_size,
         user_agent: user_agent.clone(),
         share_dir: share_dir.clone(),
+        paths,
+        record,
     };
     let llm = kimi_core::llm::create_provider(&resolved, &env, &provider_options)?;
     let model = kimi_core::llm::model_info(&resolved, llm.as_ref());

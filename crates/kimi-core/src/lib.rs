@@ -8,7 +8,7 @@
 //! - [`events`]: where events go (client and `wire.jsonl`).
 //! - [`session`]: session directories, `kimi.json`, `state.json`; [`title`]: the session title;
 //!   [`session_lock`]: one writer per session; [`session_gate`]: serving a session this process may
-//!   not hold.
+//!   not hold; [`session_cassette`]: a cassette rebuilt from a session's files.
 //! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
 //! - [`config`], [`paths`]: configuration and well-known paths.
 //! - [`btw`]: side questions (`/btw`), answered beside the running turn.
@@ -48,6 +48,7 @@ pub mod recorder;
 pub mod reminders;
 pub mod runtime;
 pub mod session;
+pub mod session_cassette;
 pub mod session_gate;
 pub mod session_lock;
 pub mod skills;
