@@ -4,6 +4,7 @@ mod adversarial;
 mod background;
 mod background_agents;
 mod btw;
+mod cassettes;
 mod cli;
 mod clients;
 mod crash;
