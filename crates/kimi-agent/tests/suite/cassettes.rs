@@ -61,7 +61,7 @@ fn session_dir(home: &TestHome) -> Result<PathBuf> {
 
 static VARIABLE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}",
         r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:[0-9]{2})?",
     ))
     .unwrap()
@@ -216,7 +216,8 @@ async fn a_replay_that_asks_something_else_fails_with_the_difference_named() -> 
 #[tokio::test]
 async fn the_worked_example_of_the_docs() -> Result<()> {
     // 1. Record (docs: "Record a turn").
-    let (recorded, cassette, answer, transcript) = record_shopping_turn().await?;
+    // The recording's home holds the cassette: it lives until the end.
+    let (_recorded, cassette, answer, transcript) = record_shopping_turn().await?;
     assert_eq!(answer["result"], json!({"status": "finished"}));
     // 2. Replay with the server gone (docs: "Replay it").
     let home = TestHome::new()?.with_config(&replay_config(&cassette, true))?;
@@ -225,7 +226,6 @@ async fn the_worked_example_of_the_docs() -> Result<()> {
     let (again, replayed) = shopping_turn(&mut wire).await?;
     assert_eq!(again["result"], json!({"status": "finished"}));
     assert_eq!(kinds(&replayed), kinds(&transcript));
-    drop(recorded);
     // 3. Change a tool: an agent file without FetchURL (docs: "Change a tool").
     let agent_file = home.root.path().join("no-fetch.yaml");
     std::fs::write(
