@@ -104,16 +104,21 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     };
     let session = session::open(&share_dir, &work_dir, &choice)?;
     let record = match &options.record_llm {
-        Some(path) => Some(Arc::new(CassetteWriter::open(path).with_context(|| {
-            format!("cannot open {} for --record-llm", path.display())
-        })?)),
+        Some(path) => {
+            Some(Arc::new(CassetteWriter::open(path).with_context(|| {
+                format!("cannot open {} for --record-llm", path.display())
+            })?))
+        }
         None => None,
     };
     let text = |path: &std::path::Path| path.to_string_lossy().into_owned();
     let paths = RunPaths {
         work_dir: text(&session.work_dir),
         share_dir: text(&share_dir),
-        home: kimi_core::paths::home_dir().as_deref().map(text).unwrap_or_default(),
+        home: kimi_core::paths::home_dir()
+            .as_deref()
+            .map(text)
+            .unwrap_or_default(),
     };
     let user_agent = kimi_llm::UserAgent::ours();
     let provider_options = kimi_core::llm::ProviderOptions {

@@ -100,7 +100,11 @@ pub fn create_provider(
         paths: options.paths.clone(),
         secrets: vec![resolved.provider.api_key.expose().to_owned()],
     };
-    Ok(Some(Arc::new(RecordingProvider::new(provider, Arc::clone(writer), meta))))
+    Ok(Some(Arc::new(RecordingProvider::new(
+        provider,
+        Arc::clone(writer),
+        meta,
+    ))))
 }
 
 /// What a cassette notes about the model's generation settings, for whoever reads it.

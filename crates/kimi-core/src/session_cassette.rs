@@ -130,7 +130,11 @@ fn context_files(dir: &Path) -> Result<Vec<PathBuf>, FromSessionError> {
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let n = name.strip_prefix("context_")?.strip_suffix(".jsonl")?.parse().ok()?;
+            let n = name
+                .strip_prefix("context_")?
+                .strip_suffix(".jsonl")?
+                .parse()
+                .ok()?;
             Some((n, entry.path()))
         })
         .collect();

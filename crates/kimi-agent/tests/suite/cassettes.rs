@@ -24,7 +24,11 @@ async fn shopping_model(work: &Path) -> MockModel {
         if messages.iter().any(|m| m["role"] == "tool") {
             Reply::Text("Done: notes.txt has the list.".into())
         } else {
-            Reply::call("w1", "WriteFile", json!({"path": path, "content": "eggs\nmilk\n"}))
+            Reply::call(
+                "w1",
+                "WriteFile",
+                json!({"path": path, "content": "eggs\nmilk\n"}),
+            )
         }
     })
     .await
@@ -72,8 +76,17 @@ static VARIABLE: LazyLock<Regex> = LazyLock::new(|| {
 fn comparable(value: &Value, root: &Path) -> Value {
     let root = root.to_string_lossy();
     match value {
-        Value::String(text) => Value::String(VARIABLE.replace_all(&text.replace(root.as_ref(), "<root>"), "<x>").into_owned()),
-        Value::Array(items) => Value::Array(items.iter().map(|v| comparable(v, Path::new(root.as_ref()))).collect()),
+        Value::String(text) => Value::String(
+            VARIABLE
+                .replace_all(&text.replace(root.as_ref(), "<root>"), "<x>")
+                .into_owned(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| comparable(v, Path::new(root.as_ref())))
+                .collect(),
+        ),
         Value::Object(map) => Value::Object(
             map.iter()
                 .filter(|(k, _)| *k != "timestamp")
@@ -140,11 +153,21 @@ async fn a_recorded_turn_replays_with_the_server_gone_with_identical_events_and_
     assert_eq!(lines[0]["provider"], "openai_legacy");
     assert_eq!(lines[0]["model"], "mock-model");
     assert_eq!(lines[0]["request"]["messages"][0]["content"][0]["text"], PROMPT);
-    assert!(lines[0]["request"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(
+        lines[0]["request"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
     assert_eq!(lines[0]["answer"]["id"], "chatcmpl-mock");
     assert_eq!(lines[0]["answer"]["finish_reason"], "tool_calls");
-    assert_eq!(lines[0]["answer"]["tool_calls"][0]["function"]["name"], "WriteFile");
-    assert_eq!(lines[1]["answer"]["content"], json!([{"type": "text", "text": "Done: notes.txt has the list."}]));
+    assert_eq!(
+        lines[0]["answer"]["tool_calls"][0]["function"]["name"],
+        "WriteFile"
+    );
+    assert_eq!(
+        lines[1]["answer"]["content"],
+        json!([{"type": "text", "text": "Done: notes.txt has the list."}])
+    );
     assert_eq!(lines[0]["paths"]["work_dir"], json!(recorded.work()));
 
     // Another checkout, no server: the same conversation, the same events, the same files.
@@ -156,8 +179,12 @@ async fn a_recorded_turn_replays_with_the_server_gone_with_identical_events_and_
     assert_eq!(again["result"], answer["result"]);
     let recorded_root = recorded.root.path();
     let replayed_root = replayed.root.path();
-    let of = |messages: &[Value], root: &Path| messages.iter().map(|m| comparable(m, root)).collect::<Vec<_>>();
-    assert_eq!(of(&replay_transcript, replayed_root), of(&transcript, recorded_root));
+    let of =
+        |messages: &[Value], root: &Path| messages.iter().map(|m| comparable(m, root)).collect::<Vec<_>>();
+    assert_eq!(
+        of(&replay_transcript, replayed_root),
+        of(&transcript, recorded_root)
+    );
     assert_eq!(
         std::fs::read_to_string(replayed.work().join("notes.txt"))?,
         "eggs\nmilk\n",
@@ -194,7 +221,10 @@ async fn a_replay_that_asks_something_else_fails_with_the_difference_named() -> 
         json!({"kind": "cassette_mismatch", "call": 1, "path": "$.messages[0].content[0].text"})
     );
     // The step failed at once: no retry, nothing of it in the context.
-    assert!(!kinds(&transcript).contains(&"event:StepRetry".to_owned()), "{transcript:?}");
+    assert!(
+        !kinds(&transcript).contains(&"event:StepRetry".to_owned()),
+        "{transcript:?}"
+    );
     wire.assert_alive_with_data().await?;
 
     // Not strict: the answers come by order, whatever is asked.
@@ -209,7 +239,10 @@ async fn a_replay_that_asks_something_else_fails_with_the_difference_named() -> 
     // And with the cassette used up, the next call has nothing to play.
     let (answer, _) = wire.prompt(json!("more")).await?;
     assert_eq!(answer["error"]["code"], -32003, "{answer}");
-    assert_eq!(answer["error"]["data"], json!({"kind": "cassette_exhausted", "call": 3}));
+    assert_eq!(
+        answer["error"]["data"],
+        json!({"kind": "cassette_exhausted", "call": 3})
+    );
     Ok(())
 }
 
@@ -292,12 +325,21 @@ async fn a_session_becomes_a_cassette_that_replays_it() -> Result<()> {
     wire.initialize(json!({"protocol_version": "1.10"})).await?;
     let (again, replayed) = shopping_turn(&mut wire).await?;
     assert_eq!(again["result"], json!({"status": "finished"}));
-    let of = |messages: &[Value], root: &Path| messages.iter().map(|m| comparable(m, root)).collect::<Vec<_>>();
-    assert_eq!(of(&replayed, home.root.path()), of(&transcript, written.root.path()));
-    assert_eq!(std::fs::read_to_string(home.work().join("notes.txt"))?, "eggs\nmilk\n");
+    let of =
+        |messages: &[Value], root: &Path| messages.iter().map(|m| comparable(m, root)).collect::<Vec<_>>();
+    assert_eq!(
+        of(&replayed, home.root.path()),
+        of(&transcript, written.root.path())
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.work().join("notes.txt"))?,
+        "eggs\nmilk\n"
+    );
 
     // Not a session: a clear error.
-    let output = written.run_cli(&["cassette", "from-session", &written.work().to_string_lossy()]).await?;
+    let output = written
+        .run_cli(&["cassette", "from-session", &written.work().to_string_lossy()])
+        .await?;
     assert!(!output.status.success());
     assert!(String::from_utf8(output.stderr)?.contains("is not a session directory"));
     Ok(())

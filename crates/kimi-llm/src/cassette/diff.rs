@@ -97,11 +97,7 @@ fn short(value: &Value) -> String {
 
 /// Both strings around their first differing character, quoted as JSON.
 fn excerpts(a: &str, b: &str) -> (String, String) {
-    let common = a
-        .chars()
-        .zip(b.chars())
-        .take_while(|(x, y)| x == y)
-        .count();
+    let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     let excerpt = |s: &str| {
         let start = common.saturating_sub(CONTEXT);
         let total = s.chars().count();

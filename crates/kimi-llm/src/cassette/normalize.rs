@@ -153,11 +153,9 @@ pub fn map_strings(value: &Value, f: &mut impl FnMut(&str) -> String) -> Value {
     match value {
         Value::String(text) => Value::String(f(text)),
         Value::Array(items) => Value::Array(items.iter().map(|v| map_strings(v, f)).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), map_strings(v, f)))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), map_strings(v, f))).collect())
+        }
         other => other.clone(),
     }
 }
@@ -211,6 +209,9 @@ mod tests {
         });
         let hidden = there.hide_paths("/srv/ci/checkout/notes.txt and /home/ci/x");
         assert_eq!(hidden, "${WORK_DIR}/notes.txt and ${HOME}/x");
-        assert_eq!(here().show_paths(&hidden), "/tmp/a/work/notes.txt and /tmp/a/home/x");
+        assert_eq!(
+            here().show_paths(&hidden),
+            "/tmp/a/work/notes.txt and /tmp/a/home/x"
+        );
     }
 }

@@ -66,11 +66,10 @@ impl Normalized {
 
     /// Whether `self` (this run) equals `recorded` in every field the recording compares.
     fn matches(&self, recorded: &Normalized) -> bool {
-        recorded.fields.iter().all(|(name, value, _)| {
-            self.fields
-                .iter()
-                .any(|(n, v, _)| n == name && v == value)
-        })
+        recorded
+            .fields
+            .iter()
+            .all(|(name, value, _)| self.fields.iter().any(|(n, v, _)| n == name && v == value))
     }
 
     /// The ids of the fields `recorded` compares, in order.
@@ -183,7 +182,10 @@ impl CassetteProvider {
     /// or why no call answers it.
     fn pick(&self, request: &RecordedRequest) -> Result<Playback, ChatError> {
         let live = Normalized::of(request, &self.here);
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         state.calls += 1;
         let call = state.calls;
         let Some(next) = state.entries.iter().position(|e| !e.used) else {
@@ -204,8 +206,10 @@ impl CassetteProvider {
                 .position(|e| !e.used && live.matches(&e.normalized));
             let Some(found) = found else {
                 let entry = &state.entries[next];
-                let difference =
-                    first_difference(&entry.normalized.as_object(), &live.compared_as(&entry.normalized));
+                let difference = first_difference(
+                    &entry.normalized.as_object(),
+                    &live.compared_as(&entry.normalized),
+                );
                 let (path, detail) = match difference {
                     Some(d) => (
                         d.path.clone(),
@@ -350,7 +354,11 @@ mod tests {
         }]
     }
 
-    async fn call(provider: &dyn ChatProvider, system: &str, history: &[Message]) -> Result<Answer, ChatError> {
+    async fn call(
+        provider: &dyn ChatProvider,
+        system: &str,
+        history: &[Message],
+    ) -> Result<Answer, ChatError> {
         let tools = tools();
         let request = ChatRequest {
             system_prompt: system,
@@ -382,7 +390,10 @@ mod tests {
         let system = "Work dir: /rec/work. Now: 2026-11-30T10:00:00+01:00.";
         let history = vec![
             Message::user_text("start a task"),
-            Message::tool("t0", vec![ContentPart::text("Started bash-k3x9a0qz in /rec/work")]),
+            Message::tool(
+                "t0",
+                vec![ContentPart::text("Started bash-k3x9a0qz in /rec/work")],
+            ),
         ];
         let answer = Answer {
             id: Some("chatcmpl-1".into()),
@@ -400,7 +411,10 @@ mod tests {
         let system = "Work dir: /elsewhere/work. Now: 2027-01-02T03:04:05Z.";
         let history = vec![
             Message::user_text("start a task"),
-            Message::tool("t0", vec![ContentPart::text("Started bash-z9y8x7w6 in /elsewhere/work")]),
+            Message::tool(
+                "t0",
+                vec![ContentPart::text("Started bash-z9y8x7w6 in /elsewhere/work")],
+            ),
         ];
         let played = call(&player, system, &history).await.unwrap();
         assert_eq!(played.text(), "Reading /elsewhere/work/notes.txt");
@@ -411,7 +425,17 @@ mod tests {
         assert_eq!(played.finish_reason.as_deref(), Some("tool_calls"));
         // One call recorded, one played: the next has nothing left.
         let error = call(&player, system, &history).await.unwrap_err();
-        assert!(matches!(error, ChatError::Cassette { call: 2, path: None, .. }), "{error:?}");
+        assert!(
+            matches!(
+                error,
+                ChatError::Cassette {
+                    call: 2,
+                    path: None,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
     }
 
     #[tokio::test]
@@ -428,7 +452,12 @@ mod tests {
         let strict = CassetteProvider::open(&file, "k2", true, &paths("/rec")).unwrap();
         let changed = vec![Message::user_text("list the folders")];
         let error = call(&strict, "sys", &changed).await.unwrap_err();
-        let ChatError::Cassette { message, call: 1, path } = &error else {
+        let ChatError::Cassette {
+            message,
+            call: 1,
+            path,
+        } = &error
+        else {
             panic!("{error:?}");
         };
         assert_eq!(path.as_deref(), Some("$.messages[0].content[0].text"));
@@ -471,7 +500,9 @@ mod tests {
             abandoned: true,
             ..base.clone()
         };
-        let lines = [&base, &abandoned].map(|r| serde_json::to_string(r).unwrap()).join("\n");
+        let lines = [&base, &abandoned]
+            .map(|r| serde_json::to_string(r).unwrap())
+            .join("\n");
         std::fs::write(&file, lines).unwrap();
         let player = CassetteProvider::open(&file, "k2", true, &RunPaths::default()).unwrap();
         // Fields the recording does not have (system prompt, tools) are not compared.
@@ -506,7 +537,10 @@ mod tests {
             "refusing"
         }
         async fn generate(&self, _: ChatRequest<'_>) -> Result<ChatStream, ChatError> {
-            Err(ChatError::status(401, "Incorrect API key provided: sk-secret-key"))
+            Err(ChatError::status(
+                401,
+                "Incorrect API key provided: sk-secret-key",
+            ))
         }
     }
 
@@ -523,7 +557,9 @@ mod tests {
         };
         let writer = Arc::new(CassetteWriter::open(&file).unwrap());
         let recorder = RecordingProvider::new(Arc::new(Refusing), writer, meta);
-        let error = call(&recorder, "sys", &[Message::user_text("hi")]).await.unwrap_err();
+        let error = call(&recorder, "sys", &[Message::user_text("hi")])
+            .await
+            .unwrap_err();
         assert_eq!(error.status_code(), Some(401));
         let line: CallRecord = serde_json::from_str(std::fs::read_to_string(&file).unwrap().trim()).unwrap();
         assert_eq!(
@@ -531,7 +567,10 @@ mod tests {
             Some("Incorrect API key provided: [redacted]".to_owned())
         );
         use std::os::unix::fs::PermissionsExt as _;
-        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]
@@ -540,6 +579,11 @@ mod tests {
         let file = dir.path().join("bad.jsonl");
         std::fs::write(&file, "\n{\"not\": \"a record\"}\n").unwrap();
         let error = CassetteProvider::open(&file, "m", true, &RunPaths::default()).unwrap_err();
-        assert!(error.to_string().contains("bad.jsonl line 2 is not a cassette record"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("bad.jsonl line 2 is not a cassette record"),
+            "{error}"
+        );
     }
 }
