@@ -11,6 +11,7 @@ mod crash;
 mod cron;
 mod ends_of_life;
 mod errors;
+mod errors_as_data;
 mod faults;
 mod git_diff;
 mod hooks;

@@ -62,7 +62,7 @@ impl Normalizer {
         .filter(|(path, _)| path.len() > 1)
         .map(|(path, placeholder)| (path.trim_end_matches('/').to_owned(), placeholder))
         .collect();
-        list.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        list.sort_by_key(|entry| std::cmp::Reverse(entry.0.len()));
         Self { paths: list }
     }
 
