@@ -4,7 +4,7 @@
 //! ask keeps the reference's `data: null`. (The cassette kinds are in `cassettes.rs`, `/btw`'s in
 //! `btw.rs`.)
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -198,4 +198,45 @@ async fn a_client_that_did_not_ask_keeps_the_references_null_data() -> Result<()
         rpc_error(Some("p"), -32602, "Invalid parameters for method `prompt`")
     );
     wire.assert_alive().await
+}
+
+/// A server on session `id` of `home`, initialized by a client that asks for errors as data.
+async fn spawn_on_session(home: &TestHome, id: &str) -> Result<WireProcess> {
+    let mut args = home.args();
+    args.extend(["--session".to_owned(), id.to_owned()]);
+    let mut wire = WireProcess::spawn_with(home, args).await?;
+    wire.initialize(init_with_error_data()).await?;
+    Ok(wire)
+}
+
+#[tokio::test]
+async fn session_errors_name_their_kind() -> Result<()> {
+    // Held by another process: the fields that predate `kind` stay, `kind` joins them.
+    let home = TestHome::new()?.scripted(&["text: one"])?;
+    let holder = spawn_on_session(&home, "held").await?;
+    let pid = holder.child.id().context("the holder has no pid")?;
+    let mut second = spawn_on_session(&home, "held").await?;
+    let (answer, _) = second.prompt(json!("two")).await?;
+    assert_eq!(
+        answer["error"],
+        json!({
+            "code": -32000,
+            "message": format!("Session held is in use by another kimi-agent process (pid {pid})"),
+            "data": {"kind": "session_in_use", "session_id": "held", "pid": pid},
+        })
+    );
+    second.assert_alive_with_data().await?;
+    drop(holder);
+
+    // A session file that cannot be written (a directory where context.jsonl belongs).
+    let home = TestHome::new()?.scripted(&["text: hello"])?;
+    let dir = home.sessions_of_work_dir().join("broken");
+    std::fs::create_dir_all(dir.join("context.jsonl"))?;
+    let mut wire = spawn_on_session(&home, "broken").await?;
+    let (answer, _) = wire.prompt(json!("hi")).await?;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("SessionFileError: cannot write "), "{answer}");
+    assert_eq!(answer["error"]["data"], json!({"kind": "session_file_error"}));
+    wire.assert_alive_with_data().await
 }
