@@ -63,6 +63,10 @@ fn session_dir(home: &TestHome) -> Result<PathBuf> {
     }
 }
 
+#[expect(
+    clippy::unwrap_used,
+    reason = "a constant pattern: a mistake fails every test using it"
+)]
 static VARIABLE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}",

@@ -25,11 +25,21 @@ async fn protocol_errors_name_their_kind() -> Result<()> {
     let mut wire = spawn_with_data(&home).await?;
 
     wire.send_raw("{not-json}").await?;
-    wire.expect_error_data(None, -32700, "Invalid JSON format", json!({"kind": "invalid_json"}))
-        .await?;
+    wire.expect_error_data(
+        None,
+        -32700,
+        "Invalid JSON format",
+        json!({"kind": "invalid_json"}),
+    )
+    .await?;
     wire.send_raw(r#"{"jsonrpc":"2.1","id":"bad"}"#).await?;
-    wire.expect_error_data(None, -32600, "Invalid request", json!({"kind": "invalid_request"}))
-        .await?;
+    wire.expect_error_data(
+        None,
+        -32600,
+        "Invalid request",
+        json!({"kind": "invalid_request"}),
+    )
+    .await?;
     wire.send(&json!({"jsonrpc": "2.0", "id": "m", "method": "nope", "params": {}}))
         .await?;
     wire.expect_error_data(
@@ -51,12 +61,22 @@ async fn invalid_params_name_the_path_of_the_first_bad_field() -> Result<()> {
         (json!([1]), "$[0]"),
         (json!({"user_input": 5}), "$.user_input"),
         // `user_input` is text or parts: a bad part leaves neither, so the field itself is named.
-        (json!({"user_input": [{"type": "text", "text": "a"}, {"type": "bogus"}]}), "$.user_input"),
+        (
+            json!({"user_input": [{"type": "text", "text": "a"}, {"type": "bogus"}]}),
+            "$.user_input",
+        ),
     ];
-    let cases = cases.into_iter().map(|(params, path)| ("prompt", params, path)).chain([
-        ("set_plan_mode", json!({"enabled": "yes"}), "$.enabled"),
-        ("initialize", json!({"protocol_version": "1.10", "client": {"name": 5}}), "$.client.name"),
-    ]);
+    let cases = cases
+        .into_iter()
+        .map(|(params, path)| ("prompt", params, path))
+        .chain([
+            ("set_plan_mode", json!({"enabled": "yes"}), "$.enabled"),
+            (
+                "initialize",
+                json!({"protocol_version": "1.10", "client": {"name": 5}}),
+                "$.client.name",
+            ),
+        ]);
     for (n, (method, params, path)) in cases.enumerate() {
         let id = format!("p{n}");
         wire.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -64,7 +84,10 @@ async fn invalid_params_name_the_path_of_the_first_bad_field() -> Result<()> {
         let answer = wire.next().await?;
         assert_eq!(answer["id"], json!(id), "{answer}");
         assert_eq!(answer["error"]["code"], -32602, "{answer}");
-        assert_eq!(answer["error"]["message"], format!("Invalid parameters for method `{method}`"));
+        assert_eq!(
+            answer["error"]["message"],
+            format!("Invalid parameters for method `{method}`")
+        );
         let data = &answer["error"]["data"];
         assert_eq!(data["kind"], "invalid_params", "{answer}");
         assert_eq!(data["method"], method, "{answer}");
