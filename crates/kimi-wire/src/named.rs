@@ -220,8 +220,8 @@ mod tests {
             ),
             (
                 json!({"user_input": [{"type": "text", "text": 1}]}),
-                "$.user_input",
-                "data did not match any variant of untagged enum UserInput",
+                "$.user_input[0]",
+                "invalid type: integer `1`, expected a string",
             ),
             (json!({"user_input": "hi", "x": 1}), "", ""),
             (json!({"user_input": 5}), "$.user_input", ""),

@@ -60,10 +60,9 @@ async fn invalid_params_name_the_path_of_the_first_bad_field() -> Result<()> {
         (json!({}), "$.user_input"),
         (json!([1]), "$[0]"),
         (json!({"user_input": 5}), "$.user_input"),
-        // `user_input` is text or parts: a bad part leaves neither, so the field itself is named.
         (
             json!({"user_input": [{"type": "text", "text": "a"}, {"type": "bogus"}]}),
-            "$.user_input",
+            "$.user_input[1].type",
         ),
     ];
     let cases = cases
