@@ -141,7 +141,13 @@ supports_plan_mode: boolean,
  * TypeScript SDK 0.1.x (`client.name` starting with `kimi-agent-sdk/`, protocol below 1.10) gets
  * the types its schema parses and every other client gets every type.
  */
-events?: Array<string> | null, };
+events?: Array<string> | null, 
+/**
+ * Extension (kimi-agent): every error response on this connection carries an
+ * `ErrorData` object as its `data` (`kind` plus what the client needs to act),
+ * instead of the reference's `data` (mostly `null`). Off unless the client sets it.
+ */
+error_data: boolean, };
 
 /**
  * The client's name and version.
@@ -233,6 +239,86 @@ status: string,
  * A human description of the task.
  */
 description: string, } | { type: string, data: JsonValue };
+
+/**
+ * `error.data` for clients that set `capabilities.error_data`; `kind` names the case.
+ */
+export type ErrorData = { "kind": "invalid_json" } | { "kind": "line_too_long", 
+/**
+ * Always `"line too long"` (the field predates `kind`).
+ */
+reason: string, 
+/**
+ * The line's length in bytes.
+ */
+length: number, 
+/**
+ * The cap in bytes (`KIMI_AGENT_MAX_LINE_BYTES`).
+ */
+limit: number, } | { "kind": "invalid_request" } | { "kind": "invalid_response" } | { "kind": "method_not_found", 
+/**
+ * The method as sent.
+ */
+method: string, } | { "kind": "invalid_params", 
+/**
+ * The method.
+ */
+method: string, 
+/**
+ * The JSON path (`$.user_input[0].type`) of the first field that does not fit; `$` for the
+ * params themselves.
+ */
+path: string, 
+/**
+ * Why it does not fit, in the JSON reader's words.
+ */
+reason: string, } | { "kind": "turn_in_progress" } | { "kind": "no_turn" } | { "kind": "session_in_use", 
+/**
+ * The session.
+ */
+session_id: string, 
+/**
+ * The holder's pid; `null` when it could not be read.
+ */
+pid: number | null, } | { "kind": "llm_not_set" } | { "kind": "llm_not_supported", 
+/**
+ * The model's name.
+ */
+model: string, 
+/**
+ * The capabilities the input needs and the model lacks (`image_in`, `video_in`, `thinking`).
+ */
+capabilities: Array<string>, } | { "kind": "provider_error", 
+/**
+ * The configured provider's type (`kimi`, `openai_legacy`, `anthropic`, ...).
+ */
+provider: string, 
+/**
+ * The failure's class, as `StepRetry.error_type` names it (`APIStatusError`,
+ * `APIConnectionError`, `APITimeoutError`, `APIEmptyResponseError`, `ChatProviderError`).
+ */
+error_type: string, 
+/**
+ * The HTTP status of an `APIStatusError`, `null` otherwise.
+ */
+status_code: number | null, 
+/**
+ * Whether the same request may succeed later (the loop retries such errors itself before it
+ * gives up, so this says "try again later", not "try again now").
+ */
+retryable: boolean, } | { "kind": "cassette_mismatch", 
+/**
+ * Which model call of this process (from 1).
+ */
+call: number, 
+/**
+ * The JSON path of the first difference in the request (`$.messages[3].content[0].text`).
+ */
+path: string, } | { "kind": "cassette_exhausted", 
+/**
+ * Which model call of this process (from 1).
+ */
+call: number, } | { "kind": "auth_expired" } | { "kind": "session_file_error" } | { "kind": "replay_failed" } | { "kind": "server_shutting_down" } | { "kind": "internal_error" };
 
 /**
  * Everything the agent streams to the client in an `event` notification, in the specification's

@@ -126,6 +126,10 @@ pub struct Cli {
     /// confinement). Default: sandbox_mode from the configuration (danger-full-access).
     #[arg(long, value_name = "MODE", value_parser = parse_sandbox_mode)]
     pub sandbox: Option<kimi_core::sandbox::SandboxMode>,
+    /// Append every model call (request and answer) to FILE, a cassette a `_cassette` provider
+    /// replays (docs/testing-with-cassettes.md).
+    #[arg(long = "record-llm", value_name = "FILE")]
+    pub record_llm: Option<PathBuf>,
 
     /// Unsupported UI modes and options of the reference CLI, refused by [`Cli::validate`].
     #[command(flatten)]
@@ -203,6 +207,24 @@ pub enum Command {
     Login(AccountArgs),
     /// Logout from your Kimi account.
     Logout(AccountArgs),
+    /// Model-traffic cassettes (docs/testing-with-cassettes.md).
+    #[command(subcommand)]
+    Cassette(CassetteCommand),
+}
+
+/// `cassette` subcommands.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum CassetteCommand {
+    /// Write a cassette rebuilt from a recorded session's files.
+    #[command(name = "from-session")]
+    FromSession {
+        /// The session directory (`~/.kimi/sessions/<hash>/<id>`).
+        #[arg(value_name = "SESSION_DIR")]
+        session_dir: PathBuf,
+        /// Write the cassette to FILE instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// `login` and `logout` options.

@@ -79,6 +79,7 @@ fn main() -> ExitCode {
         skills_dirs: cli.skills_dirs,
         mcp_sources,
         sandbox: cli.sandbox,
+        record_llm: cli.record_llm,
     };
     let result = runtime.block_on(run::serve(options, config, share_dir.clone()));
     // Tools may have left blocking work behind (a read of a huge file); do not wait for it.

@@ -27,6 +27,7 @@ use kimi_core::skills::{DiscoveryOptions, SkillTool, Skills};
 use kimi_core::soul::{LoopSettings, ModelInfo, RetryBackoff, SessionInfo, Soul, SoulParts};
 use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
 use kimi_core::toolset::Toolset;
+use kimi_llm::cassette::{CassetteWriter, RunPaths};
 use kimi_wire::message::UserInput;
 use kimi_wire::params::{
     InitializeParams, InitializeResult, PromptResult, ReplayResult, ServerInfo, SetPlanModeResult,
@@ -74,6 +75,8 @@ pub struct RunOptions {
     pub mcp_sources: Vec<serde_json::Value>,
     /// `--sandbox` (else the configuration's `sandbox_mode`).
     pub sandbox: Option<SandboxMode>,
+    /// `--record-llm FILE`.
+    pub record_llm: Option<PathBuf>,
 }
 
 /// Opens the session and serves the wire protocol on stdin/stdout until the client goes away. The
@@ -106,6 +109,23 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     // Made once per process, before the session is held: the kernel's verdict (and the private network
     // namespace commands join) does not depend on who writes the session.
     let sandbox = Arc::new(start_sandbox(&config, options.sandbox));
+    let record = match &options.record_llm {
+        Some(path) => {
+            Some(Arc::new(CassetteWriter::open(path).with_context(|| {
+                format!("cannot open {} for --record-llm", path.display())
+            })?))
+        }
+        None => None,
+    };
+    let text = |path: &std::path::Path| path.to_string_lossy().into_owned();
+    let paths = RunPaths {
+        work_dir: text(&session.work_dir),
+        share_dir: text(&share_dir),
+        home: kimi_core::paths::home_dir()
+            .as_deref()
+            .map(text)
+            .unwrap_or_default(),
+    };
     let user_agent = kimi_llm::UserAgent::ours();
     let provider_options = kimi_core::llm::ProviderOptions {
         // Reference: without a flag the config decides, and `default_thinking = false` switches thinking
@@ -115,6 +135,8 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         reserved_context_size: config.loop_control.reserved_context_size,
         user_agent: user_agent.clone(),
         share_dir: share_dir.clone(),
+        paths,
+        record,
     };
     let llm = kimi_core::llm::create_provider(&resolved, &env, &provider_options)?;
     let model = kimi_core::llm::model_info(&resolved, llm.as_ref());
@@ -185,6 +207,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         server_info,
         signed_in: resolved.provider.oauth.is_some(),
         sandbox,
+        provider_type: resolved.provider.kind.as_str().to_owned(),
     };
     let gate = Arc::new(SessionGate::new(session, client, facts, opener));
     match gate.take_over().await {
@@ -234,6 +257,8 @@ struct Opener {
     signed_in: bool,
     /// How the model's commands and the file tools' writes are confined.
     sandbox: Arc<Sandbox>,
+    /// The model's provider type, named in provider errors' data.
+    provider_type: String,
 }
 
 #[async_trait]
@@ -268,6 +293,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         server_info,
         signed_in,
         sandbox,
+        provider_type,
     } = opener;
     let state = StateFile::load(&session.state_path());
     let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
@@ -474,6 +500,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         user_agent: user_agent.clone(),
         signed_in: *signed_in,
         environment: Arc::clone(&environment),
+        provider: provider_type.clone(),
     };
     let agent = Arc::new(CoreAgent::new(soul, session, info, session_state, client_flags));
     let scheduler = cron
@@ -554,6 +581,10 @@ impl WireAgent for HeldSession {
 
     async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
         self.agent.replay(cancel).await
+    }
+
+    async fn side_question(&self, question: String) -> Result<PromptResult, RpcError> {
+        self.agent.side_question(question).await
     }
 
     async fn shutdown(&self) {

@@ -8,9 +8,10 @@
 //! - [`events`]: where events go (client and `wire.jsonl`).
 //! - [`session`]: session directories, `kimi.json`, `state.json`; [`title`]: the session title;
 //!   [`session_lock`]: one writer per session; [`session_gate`]: serving a session this process may
-//!   not hold.
+//!   not hold; [`session_cassette`]: a cassette rebuilt from a session's files.
 //! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
 //! - [`config`], [`paths`]: configuration and well-known paths.
+//! - [`btw`]: side questions (`/btw`), answered beside the running turn.
 //! - [`slash`]: slash commands; [`skills`]: skills (discovery, `/skill:`, `/flow:`, the `Skill` tool).
 //! - [`mcp`]: tools from MCP servers (rmcp), their loading and status.
 //! - [`cron`]: scheduled prompts (cron jobs), their store and the scheduler that fires them as turns.
@@ -28,6 +29,7 @@ pub mod agent_spec;
 pub mod approval;
 pub mod auth;
 pub mod background;
+pub mod btw;
 pub mod child_env;
 pub mod config;
 pub mod context;
@@ -48,6 +50,7 @@ pub mod reminders;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;
+pub mod session_cassette;
 pub mod session_gate;
 pub mod session_lock;
 pub mod skills;

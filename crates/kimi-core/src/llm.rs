@@ -1,10 +1,11 @@
 //! Building the chat provider for a run from the resolved model.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use kimi_llm::cassette::{CassetteProvider, CassetteWriter, RecordingMeta, RecordingProvider, RunPaths};
 use kimi_llm::echo::{EchoProvider, ScriptedEchoProvider};
 use kimi_llm::google::GoogleApi;
 use kimi_llm::{
@@ -38,6 +39,10 @@ pub struct ProviderOptions {
     pub user_agent: UserAgent,
     /// The share directory, where a provider with `oauth` finds the account's tokens.
     pub share_dir: PathBuf,
+    /// This run's directories, which cassettes record and match (`work_dir`, `share_dir`, `home`).
+    pub paths: RunPaths,
+    /// `--record-llm`: where every model call is recorded.
+    pub record: Option<Arc<CassetteWriter>>,
 }
 
 /// The provider for `resolved`, or `None` when no LLM is set (the turn then answers -32001).
@@ -56,6 +61,13 @@ pub fn create_provider(
         env.extend(provider_env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     let provider: Arc<dyn ChatProvider> = match resolved.provider.kind {
+        ProviderType::Cassette => {
+            let strict = resolved.provider.strict.unwrap_or(true);
+            let file = Path::new(&resolved.provider.base_url);
+            let player = CassetteProvider::open(file, &resolved.model.model, strict, &options.paths)
+                .map_err(|e| LlmError::Setup(e.to_string()))?;
+            Arc::new(player)
+        }
         ProviderType::Echo => Arc::new(EchoProvider::new()),
         ProviderType::ScriptedEcho => {
             Arc::new(ScriptedEchoProvider::from_env(&env).map_err(|e| LlmError::Setup(e.to_string()))?)
@@ -78,7 +90,36 @@ pub fn create_provider(
         }
         ProviderType::VertexAi => google(GoogleApi::VertexAi, resolved, options, &env)?,
     };
-    Ok(Some(provider))
+    let Some(writer) = &options.record else {
+        return Ok(Some(provider));
+    };
+    let meta = RecordingMeta {
+        provider: resolved.provider.kind.as_str().to_owned(),
+        model: resolved.model.model.clone(),
+        parameters: parameters(resolved, options),
+        paths: options.paths.clone(),
+        secrets: vec![resolved.provider.api_key.expose().to_owned()],
+    };
+    Ok(Some(Arc::new(RecordingProvider::new(
+        provider,
+        Arc::clone(writer),
+        meta,
+    ))))
+}
+
+/// What a cassette notes about the model's generation settings, for whoever reads it.
+fn parameters(resolved: &ResolvedModel, options: &ProviderOptions) -> serde_json::Value {
+    let cap = resolved.generation.max_completion_tokens.map(|cap| match cap {
+        CompletionCap::Limit(n) => serde_json::json!(n),
+        CompletionCap::Unlimited => serde_json::json!("unlimited"),
+    });
+    serde_json::json!({
+        "thinking": thinking(resolved, options),
+        "temperature": resolved.generation.temperature,
+        "top_p": resolved.generation.top_p,
+        "max_completion_tokens": cap,
+        "max_context_size": resolved.model.max_context_size,
+    })
 }
 
 /// Seconds an HTTP provider may stay silent (before the answer starts, or between two chunks of a
@@ -108,7 +149,7 @@ fn read_timeout(env: &Env) -> Result<Duration, LlmError> {
 }
 
 /// Every provider type this build runs, in the reference's order, test providers last.
-pub const PROVIDER_TYPES: [ProviderType; 10] = [
+pub const PROVIDER_TYPES: [ProviderType; 11] = [
     ProviderType::Kimi,
     ProviderType::OpenAiLegacy,
     ProviderType::OpenAiResponses,
@@ -119,6 +160,7 @@ pub const PROVIDER_TYPES: [ProviderType; 10] = [
     ProviderType::Echo,
     ProviderType::ScriptedEcho,
     ProviderType::Chaos,
+    ProviderType::Cassette,
 ];
 
 /// Thinking on, off, or left to the provider, from `--thinking` and the model's capabilities.

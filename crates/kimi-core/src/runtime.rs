@@ -14,7 +14,7 @@ use kimi_wire::params::{
     ExternalToolsResult, HooksInfo, InitializeParams, InitializeResult, PromptResult, PromptStatus,
     RejectedTool, ReplayResult, ReplayStatus, ServerCapabilities, ServerInfo, SetPlanModeResult, SteerResult,
 };
-use kimi_wire::{RpcError, WireAgent};
+use kimi_wire::{ErrorData, RpcError, WireAgent};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::ApprovalState;
@@ -59,6 +59,8 @@ pub struct AgentInfo {
     pub environment: Arc<crate::state::Environment>,
     /// The model's provider signs in with an account (`oauth`): a 401 from it means the login expired.
     pub signed_in: bool,
+    /// The model's provider type (`kimi`, `anthropic`, ...), named in provider errors' data.
+    pub provider: String,
 }
 
 /// The agent behind one wire connection.
@@ -220,14 +222,7 @@ impl WireAgent for CoreAgent {
                 status: PromptStatus::MaxStepsReached,
                 steps: Some(steps),
             }),
-            Err(TurnError::LlmNotSet) => Err(RpcError::llm_not_set()),
-            Err(TurnError::LlmNotSupported(message)) => Err(RpcError::llm_not_supported(message)),
-            // Reference: a 401 on an account's provider asks the user to sign in again.
-            Err(TurnError::Provider(e)) if self.info.signed_in && e.status_code() == Some(401) => {
-                Err(RpcError::auth_expired())
-            }
-            Err(TurnError::Provider(e)) => Err(RpcError::chat_provider(e.to_string())),
-            Err(TurnError::Internal(message)) => Err(RpcError::internal(message)),
+            Err(error) => Err(turn_error(error, &self.info)),
         }
     }
 
@@ -253,6 +248,13 @@ impl WireAgent for CoreAgent {
         replay_wire_file(&self.session.wire_path(), self.soul.events().client(), &cancel).await
     }
 
+    async fn side_question(&self, question: String) -> Result<PromptResult, RpcError> {
+        match self.soul.side_question(&question).await {
+            Ok(()) => Ok(PromptResult::finished()),
+            Err(error) => Err(turn_error(error, &self.info)),
+        }
+    }
+
     async fn shutdown(&self) {
         self.soul.flush(true).await;
         let has_conversation = !self.soul.is_empty().await;
@@ -266,6 +268,22 @@ impl WireAgent for CoreAgent {
     }
 }
 
+/// The JSON-RPC error a failed turn answers its `prompt` with (reference codes and messages), with
+/// what clients that ask for errors as data are told.
+fn turn_error(error: TurnError, info: &AgentInfo) -> RpcError {
+    match error {
+        TurnError::LlmNotSet => RpcError::llm_not_set(),
+        TurnError::LlmNotSupported {
+            ref model,
+            ref missing,
+        } => RpcError::llm_not_supported(error.to_string(), model, missing.clone()),
+        // Reference: a 401 on an account's provider asks the user to sign in again.
+        TurnError::Provider(e) if info.signed_in && e.status_code() == Some(401) => RpcError::auth_expired(),
+        TurnError::Provider(e) => RpcError::chat_provider(e.to_string(), e.error_data(&info.provider)),
+        TurnError::Internal(message) => RpcError::internal(message).with_detail(ErrorData::SessionFileError),
+    }
+}
+
 /// `replay`: streams the recorded messages of `path` to `client`, record by record, until the end of the
 /// file or `cancel`. Reads only, so a process that does not hold the session can serve it too; the
 /// holder flushes its writers first.
@@ -276,7 +294,7 @@ pub async fn replay_wire_file(
 ) -> Result<ReplayResult, RpcError> {
     let failed = |e: std::io::Error| {
         tracing::error!(path = %path.display(), error = %e, "replay failed");
-        RpcError::internal("Replay failed")
+        RpcError::internal("Replay failed").with_detail(ErrorData::ReplayFailed)
     };
     let (mut events, mut requests) = (0u64, 0u64);
     let Some(mut reader) = WireFileReader::open(path).await.map_err(failed)? else {

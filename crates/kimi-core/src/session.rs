@@ -163,6 +163,15 @@ fn last_session_id(share_dir: &Path, work_dir: &Path) -> Option<String> {
         .and_then(|entry| entry.last_session_id)
 }
 
+/// The work dir whose sessions live under `sessions/<hash>/`, found among those `kimi.json` knows.
+pub fn work_dir_with_hash(share_dir: &Path, hash: &str) -> Option<PathBuf> {
+    read_metadata(share_dir)
+        .work_dirs
+        .into_iter()
+        .map(|entry| PathBuf::from(entry.path))
+        .find(|path| work_dir_sessions(share_dir, path).ends_with(hash))
+}
+
 /// Records `session` as the last one of its work dir (atomically: write a temp file, then rename).
 pub fn remember_last_session(share_dir: &Path, session: &Session) -> Result<(), SessionError> {
     let mut metadata = read_metadata(share_dir);

@@ -237,6 +237,11 @@ impl<O: SessionOpener> WireAgent for SessionGate<O> {
         self.writer().await?.set_plan_mode(enabled).await
     }
 
+    async fn side_question(&self, question: String) -> Result<PromptResult, RpcError> {
+        // Recorded in wire.jsonl, so it writes the session like a prompt.
+        self.writer().await?.side_question(question).await
+    }
+
     async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
         match self.held.get() {
             Some(held) => held.replay(cancel).await,

@@ -2,6 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use kimi_wire::ErrorData;
+
 /// Parses a retry hint the way the OpenAI SDK does: `retry-after-ms`
 /// (milliseconds, fractional allowed) first, then `Retry-After` as seconds
 /// (fractional allowed) or as an HTTP date, measured from `now`. Negative,
@@ -76,6 +78,18 @@ pub enum ChatError {
         /// Human-readable text.
         message: String,
     },
+    /// A `_cassette` provider could not answer the call from its recording: the agent asked
+    /// something else (`path` names the first difference) or the cassette has no call left
+    /// (`path` is `None`). Never retried: the agent's behaviour changed.
+    #[error("{message}")]
+    Cassette {
+        /// Human-readable text naming the call and the difference.
+        message: String,
+        /// Which model call of this process (from 1).
+        call: u64,
+        /// The JSON path of the first difference in the request; `None` when no call was left.
+        path: Option<String>,
+    },
 }
 
 impl ChatError {
@@ -105,7 +119,8 @@ impl ChatError {
             Self::Connection { .. }
             | Self::Timeout { .. }
             | Self::EmptyResponse { .. }
-            | Self::Provider { .. } => None,
+            | Self::Provider { .. }
+            | Self::Cassette { .. } => None,
         }
     }
 
@@ -118,7 +133,7 @@ impl ChatError {
         match self {
             Self::Connection { .. } | Self::Timeout { .. } | Self::EmptyResponse { .. } => true,
             Self::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504 | 529),
-            Self::Provider { .. } => false,
+            Self::Provider { .. } | Self::Cassette { .. } => false,
         }
     }
 
@@ -131,6 +146,7 @@ impl ChatError {
             Self::Timeout { .. } => "APITimeoutError",
             Self::EmptyResponse { .. } => "APIEmptyResponseError",
             Self::Provider { .. } => "ChatProviderError",
+            Self::Cassette { .. } => "CassetteError",
         }
     }
 
@@ -149,7 +165,30 @@ impl ChatError {
             | Self::Connection { message }
             | Self::Timeout { message }
             | Self::EmptyResponse { message }
-            | Self::Provider { message } => message,
+            | Self::Provider { message }
+            | Self::Cassette { message, .. } => message,
+        }
+    }
+
+    /// What a client that asked for errors as data is told about this failure of the provider of
+    /// type `provider` (`kimi`, `anthropic`, ...).
+    pub fn error_data(&self, provider: &str) -> ErrorData {
+        match self {
+            Self::Cassette {
+                call,
+                path: Some(path),
+                ..
+            } => ErrorData::CassetteMismatch {
+                call: *call,
+                path: path.clone(),
+            },
+            Self::Cassette { call, path: None, .. } => ErrorData::CassetteExhausted { call: *call },
+            _ => ErrorData::ProviderError {
+                provider: provider.to_owned(),
+                error_type: self.error_type().to_owned(),
+                status_code: self.status_code(),
+                retryable: self.is_retryable(),
+            },
         }
     }
 }

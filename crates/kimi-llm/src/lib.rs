@@ -5,6 +5,7 @@
 //! - [`ChatProvider`], [`ChatRequest`], [`StreamEvent`], [`ChatStream`],
 //!   [`ToolSpec`] (`provider.rs`): one model call and its streamed answer.
 //! - [`Message`], [`Role`] (`message.rs`): the conversation history.
+//! - [`Answer`] (`answer.rs`): one call's answer assembled from its stream.
 //! - [`ChatError`] (`error.rs`): failures, classified like kosong's exception
 //!   classes, with their exact texts and retryability.
 //! - [`echo`]: the `_echo` and `_scripted_echo` test providers and the echo
@@ -27,14 +28,17 @@
 //! - [`schema_sanitize`]: tool schemas and names in the shape Moonshot accepts
 //!   (each provider adds what its API needs on top).
 //! - [`chaos`]: `_chaos`, a wrapper that injects errors and truncated streams.
+//! - [`cassette`]: recording every model call (`--record-llm`) and `_cassette`, which plays them back.
 //! - [`py_repr`] (`py.rs`): Python's `repr()` of a string, and the other
 //!   Python built-ins whose output reaches interface strings.
 //!
 //! Content parts, tool calls and token usage are the wire's own types
 //! (`kimi_wire::message`), so what a provider streams goes out unchanged.
 
+mod answer;
 pub mod anthropic;
 mod assemble;
+pub mod cassette;
 pub mod chaos;
 pub mod echo;
 mod error;
@@ -51,6 +55,7 @@ mod settings;
 mod sse;
 mod tool_names;
 
+pub use answer::{Answer, push_part};
 pub use chaos::{ChaosConfig, ChaosProvider};
 pub use error::ChatError;
 pub use http::chain as error_chain;

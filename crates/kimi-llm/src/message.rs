@@ -32,18 +32,24 @@ impl Role {
 /// One message of the history sent to a provider.
 ///
 /// Mirrors kosong's `Message` without its serialisation rules: how a message
-/// is written to `context.jsonl` belongs to the session code, not here.
-#[derive(Debug, Clone, PartialEq)]
+/// is written to `context.jsonl` belongs to the session code, not here. The
+/// serde form (content always a list of parts, empty fields left out) is
+/// what cassettes record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     /// Who sent it.
     pub role: Role,
     /// Content parts, in order; empty means no content.
+    #[serde(default)]
     pub content: Vec<ContentPart>,
     /// Tool calls the assistant asked for (assistant messages only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// The call this message answers (tool messages only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
     /// Optional sender name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 

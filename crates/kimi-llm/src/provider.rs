@@ -6,7 +6,7 @@ use kimi_wire::message::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 use crate::{ChatError, Message};
 
 /// A tool as offered to the model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolSpec {
     /// Name the model calls it by.
     pub name: String,
@@ -40,6 +40,9 @@ pub enum StreamEvent {
     MessageId(String),
     /// Token usage of this call.
     Usage(TokenUsage),
+    /// Why the model stopped (`stop`, `tool_calls`, `end_turn`, `STOP`, `completed`, ...), as the
+    /// provider said it; at most once, at the end.
+    Finish(String),
 }
 
 /// The stream of one model answer.

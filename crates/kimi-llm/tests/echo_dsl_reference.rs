@@ -45,6 +45,8 @@ fn render(event: &StreamEvent) -> String {
         }
         StreamEvent::ToolCall(call) => format!("tool_call:{}", json(call)),
         StreamEvent::ToolCallPart(part) => format!("tool_call_part:{}", json(&part.arguments_part)),
+        // The echo DSL has no finish reason (kosong's echo provider neither).
+        StreamEvent::Finish(reason) => format!("finish:{}", json(reason)),
     }
 }
 

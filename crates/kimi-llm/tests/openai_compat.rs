@@ -84,6 +84,7 @@ async fn kimi_text_turn_and_its_request() {
                 input_cache_read: 100,
                 input_cache_creation: 0,
             }),
+            StreamEvent::Finish("stop".into()),
         ]
     );
 
@@ -146,6 +147,7 @@ async fn kimi_thinking_turn_sends_reasoning_back() {
                 input_cache_read: 0,
                 input_cache_creation: 0,
             }),
+            StreamEvent::Finish("stop".into()),
         ]
     );
 
@@ -213,6 +215,7 @@ async fn parallel_tool_calls_with_a_reused_index() {
                 input_cache_read: 256,
                 input_cache_creation: 0,
             }),
+            StreamEvent::Finish("tool_calls".into()),
         ]
     );
 
@@ -321,6 +324,7 @@ async fn openai_legacy_usage_at_top_level_and_reasoning_key() {
                 input_cache_read: 32,
                 input_cache_creation: 0,
             }),
+            StreamEvent::Finish("end_turn_unknown".into()),
         ]
     );
     let sent = bodies(&server).await;
@@ -364,6 +368,7 @@ async fn usage_inside_the_choice_and_no_done_after_a_finish_reason() {
                 input_cache_read: 5,
                 input_cache_creation: 0,
             }),
+            StreamEvent::Finish("weird_reason".into()),
         ]
     );
 }

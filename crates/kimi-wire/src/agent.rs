@@ -6,6 +6,7 @@
 //! without a running turn. A turn the agent starts itself goes through the same slot
 //! ([`crate::TurnStarter`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
@@ -36,6 +37,16 @@ pub trait WireAgent: Send + Sync + 'static {
     async fn set_plan_mode(&self, enabled: bool) -> Result<SetPlanModeResult, RpcError>;
     /// `replay`: re-send the recorded session through the client handle.
     async fn replay(&self, cancel: CancellationToken) -> Result<ReplayResult, RpcError>;
+    /// A `prompt` that is a side question (`/btw <question>`, see [`crate::side_question`]): answer it
+    /// from the conversation as it stands, between `BtwBegin` and `BtwEnd`, without touching the
+    /// conversation. Called whether or not a turn runs, and beside it. The default refuses (agents that
+    /// have no conversation, test doubles).
+    async fn side_question(&self, question: String) -> Result<PromptResult, RpcError> {
+        let _ = question;
+        Err(RpcError::internal(
+            "Side questions are not supported by this agent",
+        ))
+    }
     /// The connection is closing: flush and release what the agent holds. Called once, after the
     /// running turn (if any) was cancelled.
     async fn shutdown(&self);
@@ -66,6 +77,8 @@ pub struct ClientHandle {
     /// The event types this client parses, decided at `initialize`. A std lock: read once per event,
     /// never held across an await.
     events: Arc<RwLock<EventFilter>>,
+    /// Whether the client asked for errors as data (`capabilities.error_data`), decided at `initialize`.
+    error_data: Arc<AtomicBool>,
 }
 
 impl ClientHandle {
@@ -75,6 +88,7 @@ impl ClientHandle {
             pending,
             turn,
             events: Arc::default(),
+            error_data: Arc::default(),
         }
     }
 
@@ -111,6 +125,17 @@ impl ClientHandle {
     /// Sets which event types this client is sent (the server does it at `initialize`).
     pub(crate) fn set_event_filter(&self, filter: EventFilter) {
         *self.events.write().unwrap_or_else(|e| e.into_inner()) = filter;
+    }
+
+    /// Sets whether this client is sent errors as data (the server does it at `initialize`).
+    pub(crate) fn set_error_data(&self, on: bool) {
+        self.error_data.store(on, Ordering::Relaxed);
+    }
+
+    /// The JSON-RPC error line answering `id` with `error`, as this client is sent errors (with
+    /// [`crate::ErrorData`] as `data` when it asked for that).
+    pub fn error_line(&self, id: Option<&str>, error: &RpcError) -> String {
+        jsonrpc::error_line(id, &error.for_client(self.error_data.load(Ordering::Relaxed)))
     }
 
     fn event_filter(&self) -> EventFilter {

@@ -8,13 +8,15 @@
 //! Layout:
 //! - [`message`]: every event, request, content part and display block, with the reference's exact JSON.
 //! - [`params`]: params and results of the six methods.
-//! - [`jsonrpc`]: classifying inbound lines and building outbound ones; [`error_code`]: codes and messages.
+//! - [`jsonrpc`]: classifying inbound lines and building outbound ones; [`error_code`]: codes and messages;
+//!   [`ErrorData`] (`error_data`): what `error.data` says to clients that ask for errors as data.
 //! - [`named`]: reading client JSON by field name only (no positional arrays for objects).
 //! - [`EventFilter`]: which event types each client is sent (only those it can parse).
 //! - [`framing`]: the capped line reader.
 //! - [`server`]: the dispatcher, the single stdout writer and the [`server::pending`] request registry.
 //! - [`WireAgent`]: the trait the agent core implements; [`ClientHandle`]: how it talks back;
 //!   [`TurnStarter`]: how it starts a turn of its own (a scheduled prompt) when none runs.
+//! - [`side_question`]: recognising `/btw` prompts, answered beside a running turn.
 //! - [`schema`]: JSON Schema and TypeScript export of the types.
 //!
 //! One rule holds everywhere: only the writer task touches stdout. This crate knows nothing of models or
@@ -22,6 +24,7 @@
 
 mod agent;
 pub mod error_code;
+pub mod error_data;
 mod event_filter;
 pub mod framing;
 pub mod jsonrpc;
@@ -31,9 +34,11 @@ pub mod named;
 pub mod params;
 pub mod schema;
 pub mod server;
+pub mod side_question;
 
 pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
 pub use error_code::RpcError;
+pub use error_data::ErrorData;
 pub use event_filter::{EventFilter, TS_SDK_0_1_EVENTS};
 pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
 pub use server::{AgentTurn, Server, ServerConfig, TurnStarter};

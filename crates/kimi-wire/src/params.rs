@@ -73,6 +73,11 @@ pub struct ClientCapabilities {
     /// the types its schema parses and every other client gets every type.
     #[serde(default)]
     pub events: Option<Vec<String>>,
+    /// Extension (kimi-agent): every error response on this connection carries an
+    /// `ErrorData` object as its `data` (`kind` plus what the client needs to act),
+    /// instead of the reference's `data` (mostly `null`). Off unless the client sets it.
+    #[serde(default)]
+    pub error_data: bool,
 }
 
 impl ClientCapabilities {

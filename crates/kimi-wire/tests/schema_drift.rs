@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use kimi_wire::RpcError;
 use kimi_wire::message::{ContentPart, Event, StatusUpdate, ToolResult, ToolReturnValue, WireMessage};
 use kimi_wire::params::{InitializeParams, PromptResult};
 use kimi_wire::schema::{
@@ -78,6 +79,20 @@ fn schema_accepts_what_the_server_emits() {
 
     let prompt = validator_for("PromptResult");
     assert!(prompt.is_valid(&serde_json::to_value(PromptResult::max_steps_reached(3)).unwrap()));
+
+    // Errors as data: what a client that asked for it gets as `error.data`.
+    let data = validator_for("ErrorData");
+    for error in [
+        RpcError::line_too_long(10, 4),
+        RpcError::invalid_params("prompt", "$.user_input", "missing field `user_input`"),
+        RpcError::session_in_use("s", None),
+        RpcError::no_turn_in_progress(),
+    ] {
+        let value = serde_json::to_value(error.for_client(true).as_ref()).unwrap();
+        assert!(data.is_valid(&value["data"]), "{value}");
+    }
+    assert!(!data.is_valid(&json!({"kind": "no_such_kind"})));
+    assert!(!data.is_valid(&json!({"kind": "line_too_long"})));
 }
 
 #[test]

@@ -183,7 +183,7 @@ mod tests {
                 "wire_protocol_version": "1.10",
                 "kimi_agent_version": env!("CARGO_PKG_VERSION"),
                 "provider_types": ["kimi", "openai_legacy", "openai_responses", "anthropic", "google_genai",
-                    "gemini", "vertexai", "_echo", "_scripted_echo", "_chaos"],
+                    "gemini", "vertexai", "_echo", "_scripted_echo", "_chaos", "_cassette"],
             })
         );
     }

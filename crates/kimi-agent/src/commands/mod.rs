@@ -1,7 +1,8 @@
-//! Subcommands other than the Wire server: `info`, `mcp`, `login` and `logout`.
+//! Subcommands other than the Wire server: `info`, `mcp`, `login`, `logout` and `cassette`.
 
 pub mod account;
 mod browser;
+pub mod cassette;
 pub mod info;
 pub mod mcp;
 
@@ -19,5 +20,6 @@ pub fn run(command: &Command, cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(command) => Ok(mcp::run(command, &kimi_core::paths::share_dir())),
         Command::Login(args) => account::login(args, &kimi_core::paths::share_dir()),
         Command::Logout(args) => account::logout(args, &kimi_core::paths::share_dir()),
+        Command::Cassette(command) => cassette::run(command),
     }
 }

@@ -295,6 +295,32 @@ impl WireProcess {
             .await
     }
 
+    /// Like [`WireProcess::expect_error`], for a client that asked for errors as data: `data` must be
+    /// exactly `data` (its `kind` and fields).
+    pub async fn expect_error_data(
+        &mut self,
+        id: Option<&str>,
+        code: i64,
+        message: &str,
+        data: Value,
+    ) -> Result<()> {
+        let got = self.next().await?;
+        pretty_assertions::assert_eq!(got, rpc_error_data(id, code, message, data));
+        Ok(())
+    }
+
+    /// [`WireProcess::assert_alive`] for a client that asked for errors as data.
+    pub async fn assert_alive_with_data(&mut self) -> Result<()> {
+        let id = self.request("cancel", json!({})).await?;
+        self.expect_error_data(
+            Some(&id),
+            -32000,
+            "No agent turn is in progress",
+            json!({"kind": "no_turn"}),
+        )
+        .await
+    }
+
     /// Sends `prompt` and returns its id without waiting.
     pub async fn start_prompt(&mut self, input: Value) -> Result<String> {
         self.request("prompt", json!({"user_input": input})).await
@@ -417,6 +443,17 @@ fn eprint_child_stderr(stderr: &[u8]) {
 /// A whole JSON-RPC error message as the server writes it.
 pub fn rpc_error(id: Option<&str>, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": null}})
+}
+
+/// A whole JSON-RPC error message as a client that asked for errors as data
+/// (`capabilities.error_data`) is sent it: `data` holds the error's `kind` and its fields.
+pub fn rpc_error_data(id: Option<&str>, code: i64, message: &str, data: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}})
+}
+
+/// `initialize` params of a client that asks for errors as data.
+pub fn init_with_error_data() -> Value {
+    json!({"protocol_version": "1.10", "capabilities": {"error_data": true}})
 }
 
 /// A whole JSON-RPC success message as the server writes it.

@@ -241,7 +241,7 @@ async fn info_reports_versions_as_text_and_json() -> Result<()> {
         format!(
             "kimi-cli version: 1.49.0\nagent spec versions: 1\nwire protocol: 1.10\nkimi-agent version: {}\nprovider types: kimi, \
              openai_legacy, openai_responses, anthropic, google_genai, gemini, vertexai, _echo, _scripted_echo, \
-             _chaos\nsandbox: danger-full-access, network on (no confinement)\n",
+             _chaos, _cassette\nsandbox: danger-full-access, network on (no confinement)\n",
             env!("CARGO_PKG_VERSION")
         )
     );
@@ -257,7 +257,7 @@ async fn info_reports_versions_as_text_and_json() -> Result<()> {
             "wire_protocol_version": "1.10",
             "kimi_agent_version": env!("CARGO_PKG_VERSION"),
             "provider_types": ["kimi", "openai_legacy", "openai_responses", "anthropic", "google_genai",
-                "gemini", "vertexai", "_echo", "_scripted_echo", "_chaos"],
+                "gemini", "vertexai", "_echo", "_scripted_echo", "_chaos", "_cassette"],
             "sandbox": {"mode": "danger-full-access", "network": true, "enforced": false, "landlock_abi": null,
                         "writable_roots": null, "error": null},
         })

@@ -6,8 +6,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::common::{
-    TestHome, WireProcess, approval_answer, external_tool, init_with_tools, payloads, rpc_error, rpc_result,
-    shell_call_line, tool_call_line,
+    TestHome, WireProcess, approval_answer, external_tool, init_with_error_data, init_with_tools, payloads,
+    rpc_error, rpc_result, shell_call_line, tool_call_line,
 };
 
 async fn spawn_ok() -> Result<(TestHome, WireProcess)> {
@@ -16,12 +16,23 @@ async fn spawn_ok() -> Result<(TestHome, WireProcess)> {
     Ok((home, wire))
 }
 
-/// Sends `line` and expects exactly `error` (id null), then that the server still answers.
+/// Sends `line` and expects exactly `error` (id null), then that the server still answers; then the
+/// same for a client that asked for errors as data, whose `data` names the error's kind.
 async fn bad_line_answers(line: &str, code: i64, message: &str) -> Result<()> {
     let (_home, mut wire) = spawn_ok().await?;
     wire.send_raw(line).await?;
     wire.expect_error(None, code, message).await?;
-    wire.assert_alive().await
+    wire.assert_alive().await?;
+    let kind = match (code, message) {
+        (-32700, _) => "invalid_json",
+        (_, "Invalid response") => "invalid_response",
+        _ => "invalid_request",
+    };
+    wire.initialize(init_with_error_data()).await?;
+    wire.send_raw(line).await?;
+    wire.expect_error_data(None, code, message, json!({"kind": kind}))
+        .await?;
+    wire.assert_alive_with_data().await
 }
 
 #[tokio::test]

@@ -9,7 +9,8 @@ use crate::common::{
     tool_call_line,
 };
 
-/// The reference's built-in slash commands, in registry order, with their exact descriptions.
+/// The built-in slash commands: the reference's, in registry order, with their exact descriptions,
+/// then `/btw`.
 fn builtin_slash_commands() -> Value {
     json!([
         {"name": "init", "description": "Analyze the codebase and generate an `AGENTS.md` file", "aliases": []},
@@ -21,6 +22,8 @@ fn builtin_slash_commands() -> Value {
         {"name": "add-dir", "description": "Add a directory to the workspace. Usage: /add-dir <path>. Run without args to list added dirs", "aliases": []},
         {"name": "export", "description": "Export current session context to a markdown file", "aliases": []},
         {"name": "import", "description": "Import context from a file or session ID", "aliases": []},
+        // Ours in wire mode (the reference has it in its terminal UI only; issue 18).
+        {"name": "btw", "description": "Ask a side question without interrupting the main conversation", "aliases": []},
     ])
 }
 

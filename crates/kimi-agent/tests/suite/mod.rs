@@ -3,12 +3,15 @@
 mod adversarial;
 mod background;
 mod background_agents;
+mod btw;
+mod cassettes;
 mod cli;
 mod clients;
 mod crash;
 mod cron;
 mod ends_of_life;
 mod errors;
+mod errors_as_data;
 mod faults;
 mod git_diff;
 mod hooks;

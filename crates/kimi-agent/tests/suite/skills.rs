@@ -32,13 +32,13 @@ async fn spawn_initialized(home: &TestHome) -> Result<(WireProcess, Value)> {
     Ok((wire, result))
 }
 
-/// The slash commands after the nine built-ins, as `(name, description)`.
+/// The slash commands after the ten built-ins, as `(name, description)`.
 fn skill_commands(init: &Value) -> Vec<(String, String)> {
     init["slash_commands"]
         .as_array()
         .map(|list| {
             list.iter()
-                .skip(9)
+                .skip(10)
                 .map(|c| {
                     (
                         c["name"].as_str().unwrap_or("").to_owned(),

@@ -245,7 +245,8 @@ fn apply_env(
         | ProviderType::VertexAi
         | ProviderType::Echo
         | ProviderType::ScriptedEcho
-        | ProviderType::Chaos => {}
+        | ProviderType::Chaos
+        | ProviderType::Cassette => {}
     }
     Ok(applied)
 }

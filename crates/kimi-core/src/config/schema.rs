@@ -172,6 +172,9 @@ pub enum ProviderType {
     /// Kimi wrapped in random failures, for testing retries.
     #[serde(rename = "_chaos")]
     Chaos,
+    /// Answers from a cassette (`base_url` is its file) recorded with `--record-llm`.
+    #[serde(rename = "_cassette")]
+    Cassette,
 }
 
 impl ProviderType {
@@ -188,6 +191,7 @@ impl ProviderType {
             Self::Echo => "_echo",
             Self::ScriptedEcho => "_scripted_echo",
             Self::Chaos => "_chaos",
+            Self::Cassette => "_cassette",
         }
     }
 
@@ -319,6 +323,10 @@ pub struct ProviderConfig {
     /// OAuth credential reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthRef>,
+    /// `_cassette` only: compare each request with the recording (the default); `false` replays the
+    /// recorded answers by order alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 impl ProviderConfig {
@@ -332,6 +340,7 @@ impl ProviderConfig {
             custom_headers: None,
             reasoning_key: None,
             oauth: None,
+            strict: None,
         }
     }
 

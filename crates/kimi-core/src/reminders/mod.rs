@@ -127,7 +127,7 @@ impl Reminders {
 }
 
 /// `text` in the tags the model knows reminders by.
-fn tagged(text: &str) -> String {
+pub(crate) fn tagged(text: &str) -> String {
     format!("<system-reminder>\n{text}\n</system-reminder>")
 }
 

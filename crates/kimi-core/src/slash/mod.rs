@@ -76,6 +76,14 @@ const COMMANDS: &[Command] = &[
         description: "Import context from a file or session ID",
         aliases: &[],
     },
+    // Not a command of the reference's wire mode (only of its terminal UI, whose description this is).
+    // The server answers it before a turn starts (`kimi_wire::side_question`); a scheduled prompt that
+    // is one reaches the dispatch below.
+    Command {
+        name: kimi_wire::side_question::COMMAND,
+        description: "Ask a side question without interrupting the main conversation",
+        aliases: &[],
+    },
 ];
 
 /// The built-in commands for `initialize`.
@@ -147,6 +155,7 @@ impl Soul {
             Some("import") => self.import_command(args).await?,
             Some("add-dir") => self.add_dir_command(args).await?,
             Some("yolo") => self.toggle_yolo().await,
+            Some(kimi_wire::side_question::COMMAND) => self.side_question(args).await?,
             Some("afk") => self.toggle_afk().await,
             Some("clear") => {
                 self.context.lock().await.clear().await.map_err(internal)?;
@@ -272,7 +281,7 @@ mod tests {
         assert_eq!(
             names,
             [
-                "init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import"
+                "init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import", "btw"
             ]
         );
     }

@@ -204,7 +204,8 @@ impl Soul {
                         StreamEvent::Usage(u) => usage = Some(u),
                         StreamEvent::ToolCall(_)
                         | StreamEvent::ToolCallPart(_)
-                        | StreamEvent::MessageId(_) => {}
+                        | StreamEvent::MessageId(_)
+                        | StreamEvent::Finish(_) => {}
                     }
                 }
                 Ok((parts, usage))

@@ -89,13 +89,22 @@ pub enum TurnError {
     /// No model configured (-32001).
     #[error("LLM is not set")]
     LlmNotSet,
-    /// The input needs a capability the model lacks (-32002); carries the full message.
-    #[error("{0}")]
-    LlmNotSupported(String),
+    /// The input needs capabilities the model lacks (-32002).
+    #[error(
+        "LLM model '{model}' does not support required {}: {}.",
+        if missing.len() == 1 { "capability" } else { "capabilities" },
+        missing.join(", ")
+    )]
+    LlmNotSupported {
+        /// The model's name.
+        model: String,
+        /// The capabilities it lacks, sorted.
+        missing: Vec<String>,
+    },
     /// The provider failed after retries (-32003).
     #[error(transparent)]
     Provider(#[from] ChatError),
-    /// Anything else (-32603); carries `"{Type}: {message}"`.
+    /// A session file could not be written (-32603); carries `"SessionFileError: {message}"`.
     #[error("{0}")]
     Internal(String),
 }

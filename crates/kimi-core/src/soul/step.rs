@@ -14,7 +14,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
-use kimi_llm::{ChatError, ChatProvider, ChatRequest, Message, StreamEvent};
+use kimi_llm::{ChatError, ChatProvider, ChatRequest, Message, StreamEvent, push_part};
 use kimi_wire::message::{
     ContentPart, Event, StatusUpdate, StepRetry, TokenUsage, ToolCall, ToolResult, ToolReturnValue,
 };
@@ -201,6 +201,7 @@ impl Soul {
                 }
                 StreamEvent::MessageId(id) => streamed.message_id = Some(id),
                 StreamEvent::Usage(usage) => streamed.usage = Some(usage),
+                StreamEvent::Finish(_) => {}
             }
         }
         self.start_call(&mut streamed, open_call.take());
@@ -348,39 +349,4 @@ fn empty_answer(streamed: &Streamed) -> Option<&'static str> {
          This usually indicates the stream was interrupted or the output token budget was exhausted \
          during reasoning.",
     )
-}
-
-/// Appends a streamed part, joining it to the previous one as the reference's merged message does.
-fn push_part(parts: &mut Vec<ContentPart>, part: ContentPart) {
-    match (parts.last_mut(), part) {
-        (Some(ContentPart::Text(last)), ContentPart::Text(next)) => last.text.push_str(&next.text),
-        (Some(ContentPart::Think(last)), ContentPart::Think(next)) if last.encrypted.is_none() => {
-            last.think.push_str(&next.think);
-            last.encrypted = next.encrypted;
-        }
-        (_, part) => parts.push(part),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn consecutive_text_parts_merge_and_others_do_not() {
-        let mut parts = Vec::new();
-        push_part(&mut parts, ContentPart::text("a"));
-        push_part(&mut parts, ContentPart::text("b"));
-        push_part(&mut parts, ContentPart::think("t"));
-        push_part(&mut parts, ContentPart::think("u"));
-        push_part(&mut parts, ContentPart::text("c"));
-        assert_eq!(
-            parts,
-            vec![
-                ContentPart::text("ab"),
-                ContentPart::think("tu"),
-                ContentPart::text("c")
-            ]
-        );
-    }
 }

@@ -277,7 +277,7 @@ impl Soul {
         let kind = match &error {
             TurnError::Provider(e) => e.error_type().to_owned(),
             TurnError::LlmNotSet => "LLMNotSet".to_owned(),
-            TurnError::LlmNotSupported(_) => "LLMNotSupported".to_owned(),
+            TurnError::LlmNotSupported { .. } => "LLMNotSupported".to_owned(),
             TurnError::Internal(_) => "RuntimeError".to_owned(),
         };
         let input = hook_input::stop_failure(&kind, &error.to_string());
@@ -306,7 +306,7 @@ impl Soul {
 
     /// Refuses input the model cannot take (reference `check_message`).
     fn check_capabilities(&self, parts: &[ContentPart]) -> Result<(), TurnError> {
-        let mut missing: Vec<&str> = parts
+        let mut missing: Vec<&'static str> = parts
             .iter()
             .filter_map(|part| match part {
                 ContentPart::ImageUrl(_) => Some("image_in"),
@@ -321,16 +321,10 @@ impl Soul {
         if missing.is_empty() {
             return Ok(());
         }
-        let noun = if missing.len() == 1 {
-            "capability"
-        } else {
-            "capabilities"
-        };
-        Err(TurnError::LlmNotSupported(format!(
-            "LLM model '{}' does not support required {noun}: {}.",
-            self.model.name,
-            missing.join(", ")
-        )))
+        Err(TurnError::LlmNotSupported {
+            model: self.model.name.clone(),
+            missing: missing.into_iter().map(str::to_owned).collect(),
+        })
     }
 }
 

@@ -132,7 +132,8 @@ pub(crate) struct Decoder {
     assembler: Assembler,
     usage: TokenUsage,
     saw_event: bool,
-    saw_stop_reason: bool,
+    /// The message's `stop_reason`, once one was given.
+    stop_reason: Option<String>,
 }
 
 impl Decoder {
@@ -142,7 +143,7 @@ impl Decoder {
             assembler: Assembler::default(),
             usage: TokenUsage::default(),
             saw_event: false,
-            saw_stop_reason: false,
+            stop_reason: None,
         }
     }
 
@@ -163,6 +164,9 @@ impl Decoder {
     fn finish(&mut self, out: &mut Vec<StreamEvent>) {
         self.assembler.finish();
         out.push(StreamEvent::Usage(self.usage));
+        if let Some(reason) = self.stop_reason.take() {
+            out.push(StreamEvent::Finish(reason));
+        }
     }
 
     fn on_block_start(
@@ -255,8 +259,8 @@ impl Decode for Decoder {
             }
             Event::ContentBlockDelta { index, delta } => self.on_delta(index, delta, out)?,
             Event::MessageDelta { delta, usage } => {
-                if delta.stop_reason.is_some() {
-                    self.saw_stop_reason = true;
+                if let Some(reason) = delta.stop_reason {
+                    self.stop_reason = Some(reason);
                 }
                 if let Some(usage) = &usage {
                     self.update_usage(usage);
@@ -272,7 +276,7 @@ impl Decode for Decoder {
     }
 
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        ended(self.saw_event, self.saw_stop_reason)?;
+        ended(self.saw_event, self.stop_reason.is_some())?;
         if self.saw_event {
             self.finish(out);
         }
@@ -384,6 +388,7 @@ mod tests {
                     input_cache_read: 3000,
                     input_cache_creation: 2000,
                 }),
+                StreamEvent::Finish("tool_use".into()),
             ]
         );
     }
@@ -396,7 +401,9 @@ mod tests {
         // A stop reason without `message_stop` (some gateways end there) is complete.
         let (out, end) = decode(&THINKING_TOOL_TURN[..14]);
         assert_eq!(end, Ok(()));
-        assert!(matches!(out.last(), Some(StreamEvent::Usage(_))));
+        assert!(
+            matches!(&out[out.len() - 2..], [StreamEvent::Usage(_), StreamEvent::Finish(reason)] if reason == "tool_use")
+        );
     }
 
     #[test]

@@ -106,7 +106,8 @@ pub(crate) struct Decoder {
     message_id: Option<String>,
     usage: Option<TokenUsage>,
     saw_chunk: bool,
-    saw_finish: bool,
+    /// The candidate's `finishReason`, once one was given.
+    finish_reason: Option<String>,
 }
 
 impl Decoder {
@@ -116,7 +117,7 @@ impl Decoder {
             message_id: None,
             usage: None,
             saw_chunk: false,
-            saw_finish: false,
+            finish_reason: None,
         }
     }
 
@@ -159,6 +160,9 @@ impl Decoder {
         if let Some(usage) = self.usage.take() {
             out.push(StreamEvent::Usage(usage));
         }
+        if let Some(reason) = self.finish_reason.take() {
+            out.push(StreamEvent::Finish(reason));
+        }
     }
 }
 
@@ -188,8 +192,8 @@ impl Decode for Decoder {
             self.usage = Some(usage.to_token_usage());
         }
         for candidate in chunk.candidates {
-            if candidate.finish_reason.as_deref().is_some_and(|r| !r.is_empty()) {
-                self.saw_finish = true;
+            if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
+                self.finish_reason = Some(reason);
             }
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
                 self.on_part(part, out);
@@ -199,7 +203,7 @@ impl Decode for Decoder {
     }
 
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        ended(self.saw_chunk, self.saw_finish)?;
+        ended(self.saw_chunk, self.finish_reason.is_some())?;
         self.finish(out);
         Ok(())
     }
@@ -252,6 +256,7 @@ mod tests {
                     input_cache_read: 1000,
                     input_cache_creation: 0
                 }),
+                StreamEvent::Finish("STOP".into()),
             ]
         );
     }
@@ -263,11 +268,10 @@ mod tests {
         ]);
         assert_eq!(
             out,
-            vec![StreamEvent::ToolCall(ToolCall::new(
-                "Glob_abc",
-                "Glob",
-                Some("{}".into())
-            ))]
+            vec![
+                StreamEvent::ToolCall(ToolCall::new("Glob_abc", "Glob", Some("{}".into()))),
+                StreamEvent::Finish("STOP".into()),
+            ]
         );
     }
 

@@ -132,7 +132,8 @@ pub(crate) struct Decoder {
     assembler: Assembler,
     message_id: Option<String>,
     usage: Option<TokenUsage>,
-    saw_finish: bool,
+    /// The choice's `finish_reason`, once one was given.
+    finish_reason: Option<String>,
     /// Whether any chunk arrived, so an empty body is told apart from a cut one.
     saw_chunk: bool,
 }
@@ -146,7 +147,7 @@ impl Decoder {
             assembler: Assembler::default(),
             message_id: None,
             usage: None,
-            saw_finish: false,
+            finish_reason: None,
             saw_chunk: false,
         }
     }
@@ -191,7 +192,7 @@ impl Decoder {
         if let Some(Value::String(reason)) = &choice.finish_reason
             && !reason.is_empty()
         {
-            self.saw_finish = true;
+            self.finish_reason = Some(reason.clone());
         }
         let Some(delta) = choice.delta else {
             return Ok(());
@@ -233,6 +234,9 @@ impl Decoder {
         if let Some(usage) = self.usage.take() {
             out.push(StreamEvent::Usage(usage));
         }
+        if let Some(reason) = self.finish_reason.take() {
+            out.push(StreamEvent::Finish(reason));
+        }
     }
 }
 
@@ -260,7 +264,7 @@ impl Decode for Decoder {
 
     /// Complete if a finish reason was seen or nothing came at all, truncated otherwise.
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatError> {
-        ended(self.saw_chunk, self.saw_finish)?;
+        ended(self.saw_chunk, self.finish_reason.is_some())?;
         self.finish(out);
         Ok(())
     }
@@ -334,6 +338,7 @@ mod tests {
                     input_cache_read: 4,
                     input_cache_creation: 0
                 }),
+                StreamEvent::Finish("stop".into()),
             ]
         );
     }
@@ -345,7 +350,13 @@ mod tests {
             json!({"choices": [{"delta": {"content": null}, "finish_reason": "eos_token"}]}),
         ]);
         assert_eq!(end, Ok(()));
-        assert_eq!(out, vec![StreamEvent::Part(ContentPart::text("a"))]);
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::Part(ContentPart::text("a")),
+                StreamEvent::Finish("eos_token".into())
+            ]
+        );
     }
 
     #[test]
@@ -419,6 +430,7 @@ mod tests {
                     input_cache_read: 2,
                     input_cache_creation: 0
                 }),
+                StreamEvent::Finish("tool_calls".into()),
             ])
         );
     }

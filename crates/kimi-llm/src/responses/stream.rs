@@ -84,6 +84,9 @@ struct Item {
 
 #[derive(Debug, Deserialize)]
 struct Response {
+    /// `completed` or `incomplete` for a finished answer.
+    #[serde(default)]
+    status: Option<String>,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]
@@ -266,6 +269,9 @@ impl Decode for Decoder {
                 if let Some(usage) = &response.usage {
                     out.push(StreamEvent::Usage(usage.to_token_usage()));
                 }
+                if let Some(status) = response.status.filter(|s| !s.is_empty()) {
+                    out.push(StreamEvent::Finish(status));
+                }
                 return Ok(Flow::Done);
             }
             Event::Failed { response } => {
@@ -357,6 +363,7 @@ mod tests {
                     input_cache_read: 100,
                     input_cache_creation: 0
                 }),
+                StreamEvent::Finish("completed".into()),
             ]
         );
     }
@@ -392,6 +399,7 @@ mod tests {
             incomplete,
         ]);
         assert_eq!(end, Ok(()));
-        assert_eq!(out.len(), 2);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[2], StreamEvent::Finish("incomplete".into()));
     }
 }

@@ -125,13 +125,44 @@ pub struct VideoUrlPart {
 
 /// What the user sends in `prompt` and `steer`: either a bare string or a list of content parts.
 /// It is echoed back unchanged in `TurnBegin` and `SteerInput`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema, TS)]
 #[serde(untagged)]
 pub enum UserInput {
     /// A plain text prompt.
     Text(String),
     /// A multi-part prompt (text mixed with media).
     Parts(Vec<ContentPart>),
+}
+
+/// Chosen by the JSON type rather than by trying each variant (serde's `untagged`), so a bad part is
+/// reported at its own path (`$.user_input[1]`, errors as data) instead of "did not match any variant".
+impl<'de> Deserialize<'de> for UserInput {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InputVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for InputVisitor {
+            type Value = UserInput;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or a list of content parts")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<UserInput, E> {
+                Ok(UserInput::Text(text.to_owned()))
+            }
+
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<UserInput, E> {
+                Ok(UserInput::Text(text))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, parts: A) -> Result<UserInput, A::Error> {
+                Vec::<ContentPart>::deserialize(serde::de::value::SeqAccessDeserializer::new(parts))
+                    .map(UserInput::Parts)
+            }
+        }
+
+        deserializer.deserialize_any(InputVisitor)
+    }
 }
 
 impl UserInput {

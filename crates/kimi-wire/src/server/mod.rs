@@ -27,12 +27,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{ClientHandle, WireAgent};
 use crate::error_code::RpcError;
+use crate::error_data::ErrorData;
 use crate::event_filter::EventFilter;
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Inbound, LineReader};
 use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
 use crate::named::from_value_named;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
+use crate::side_question;
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
 pub(crate) use turn::TurnSlot;
 pub use turn::{AgentTurn, TurnStarter};
@@ -142,11 +144,7 @@ impl Server {
                 Ok(Inbound::Blank) => dispatcher.reply_error(None, RpcError::invalid_json()).await,
                 Ok(Inbound::Oversized { len }) => {
                     tracing::warn!(len, limit = config.max_line_bytes, "oversized line skipped");
-                    let error = RpcError::invalid_json().with_data(serde_json::json!({
-                        "reason": "line too long",
-                        "length": len,
-                        "limit": config.max_line_bytes,
-                    }));
+                    let error = RpcError::line_too_long(len, config.max_line_bytes);
                     dispatcher.reply_error(None, error).await;
                 }
                 Ok(Inbound::Line(line)) => dispatcher.handle_line(&line).await,
@@ -239,6 +237,8 @@ impl<A: WireAgent> Dispatcher<A> {
                 }
                 // Before the agent sees the params: events it sends from now on are judged by them.
                 self.client.set_event_filter(EventFilter::for_client(&params));
+                self.client
+                    .set_error_data(params.capabilities.as_ref().is_some_and(|c| c.error_data));
                 // Answered before the next line is read: a `prompt` right behind it must see the
                 // external tools and capabilities it registers.
                 let result = self.agent.initialize(params).await;
@@ -254,6 +254,11 @@ impl<A: WireAgent> Dispatcher<A> {
                 let Some(params) = self.params::<PromptParams>(&id, method, params).await else {
                     return;
                 };
+                // A side question is answered beside whatever runs and is no turn of its own.
+                if let Some(question) = side_question::parse(&params.user_input) {
+                    let agent = Arc::clone(&self.agent);
+                    return self.spawn_reply(id, async move { agent.side_question(question).await });
+                }
                 let Some(token) = self.turn.begin() else {
                     return self.reply_error(Some(&id), RpcError::turn_in_progress()).await;
                 };
@@ -314,7 +319,8 @@ impl<A: WireAgent> Dispatcher<A> {
             Ok(params) => Some(params),
             Err(e) => {
                 tracing::debug!(method, error = %e, "invalid params");
-                self.reply_error(Some(id), RpcError::invalid_params(method)).await;
+                let error = RpcError::invalid_params(method, e.path(), e.reason());
+                self.reply_error(Some(id), error).await;
                 None
             }
         }
@@ -362,8 +368,8 @@ impl<A: WireAgent> Dispatcher<A> {
             }
             let line = match result {
                 Ok(result) => jsonrpc::result_line(&id, &result)
-                    .unwrap_or_else(|e| jsonrpc::error_line(Some(&id), &RpcError::internal(e.to_string()))),
-                Err(error) => jsonrpc::error_line(Some(&id), &error),
+                    .unwrap_or_else(|e| client.error_line(Some(&id), &RpcError::internal(e.to_string()))),
+                Err(error) => client.error_line(Some(&id), &error),
             };
             let _ = client.send_line(line).await;
             if let Some(turn) = &turn {
@@ -384,30 +390,31 @@ impl<A: WireAgent> Dispatcher<A> {
             return;
         };
         let Some(failure) = failure else { return };
-        let message = if failure.is_panic() {
+        let error = if failure.is_panic() {
             tracing::error!(id = request.id, "request handler panicked");
-            HANDLER_PANICKED
+            RpcError::internal(HANDLER_PANICKED)
         } else {
-            HANDLER_ABORTED
+            RpcError::internal(HANDLER_ABORTED).with_detail(ErrorData::ServerShuttingDown)
         };
         if request.holds_turn {
             self.turn.end_before_reply();
         }
-        self.reply_error(Some(&request.id), RpcError::internal(message))
-            .await;
+        self.reply_error(Some(&request.id), error).await;
         if request.holds_turn {
             self.turn.replied();
         }
     }
 
     async fn reply<R: Serialize>(&self, id: &str, result: &R) {
-        let line = jsonrpc::result_line(id, result)
-            .unwrap_or_else(|e| jsonrpc::error_line(Some(id), &RpcError::internal(e.to_string())));
+        let line = jsonrpc::result_line(id, result).unwrap_or_else(|e| {
+            self.client
+                .error_line(Some(id), &RpcError::internal(e.to_string()))
+        });
         let _ = self.client.send_line(line).await;
     }
 
     async fn reply_error(&self, id: Option<&str>, error: RpcError) {
-        let _ = self.client.send_line(jsonrpc::error_line(id, &error)).await;
+        let _ = self.client.send_line(self.client.error_line(id, &error)).await;
     }
 }
 
