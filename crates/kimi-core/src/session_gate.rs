@@ -27,6 +27,11 @@ use crate::runtime::{HOOK_EVENTS, judge_external_tools, replay_wire_file};
 use crate::session::Session;
 use crate::session_lock::{LockAttempt, LockError, SessionHolder, SessionLock};
 
+/// How long a lock whose holder has died is waited for (see [`SessionGate::acquire`]), and how often it
+/// is tried meanwhile.
+const ORPHANED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const ORPHANED_LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Why a session could not be opened after its lock was taken.
 pub type OpenError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -129,10 +134,7 @@ impl<O: SessionOpener> SessionGate<O> {
             return Ok(held);
         }
         let existed = self.session.dir.is_dir();
-        let lock = match SessionLock::try_acquire(&self.session.dir)? {
-            LockAttempt::Acquired(lock) => lock,
-            LockAttempt::Held(holder) => return Err(NotHeld::Held(holder)),
-        };
+        let lock = self.acquire().await?;
         let mut session = self.session.clone();
         // The holder may have deleted the session as empty on its way out: it is a new one again.
         session.resumed &= existed;
@@ -144,6 +146,22 @@ impl<O: SessionOpener> SessionGate<O> {
             }
         }
         Ok(self.held.get_or_init(|| held))
+    }
+
+    /// The session's lock, if nobody holds it. A lock whose named holder is dead (a restart right after
+    /// a crash) is held for a moment more by a child the holder forked as it died; that is waited for,
+    /// briefly, rather than serving the session read-only, unrepaired, for the whole run.
+    async fn acquire(&self) -> Result<SessionLock, NotHeld> {
+        let deadline = tokio::time::Instant::now() + ORPHANED_LOCK_WAIT;
+        loop {
+            match SessionLock::try_acquire(&self.session.dir)? {
+                LockAttempt::Acquired(lock) => return Ok(lock),
+                LockAttempt::Held(holder) if holder.is_gone() && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(ORPHANED_LOCK_POLL).await;
+                }
+                LockAttempt::Held(holder) => return Err(NotHeld::Held(holder)),
+            }
+        }
     }
 
     /// The error a writing method gets when the session is not ours.

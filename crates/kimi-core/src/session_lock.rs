@@ -41,6 +41,22 @@ pub struct SessionHolder {
     pub pid: Option<u32>,
 }
 
+impl SessionHolder {
+    /// Whether the process named in the lock file is gone. Its lock then outlives it only in a child
+    /// it forked just before it died, between `fork` and `exec` (which closes the lock's descriptor):
+    /// the lock is free a moment later.
+    pub fn is_gone(&self) -> bool {
+        let Some(pid) = self.pid.and_then(|pid| i32::try_from(pid).ok()) else {
+            return false;
+        };
+        // Signal 0 only checks: ESRCH means no such process; EPERM one of another user's.
+        matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(Errno::ESRCH)
+        )
+    }
+}
+
 impl std::fmt::Display for SessionHolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.pid {
@@ -263,6 +279,21 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         acquired(taken);
+    }
+
+    #[test]
+    fn a_holder_is_gone_only_when_its_pid_names_no_process() {
+        assert!(
+            !SessionHolder {
+                pid: Some(std::process::id())
+            }
+            .is_gone()
+        );
+        assert!(!SessionHolder { pid: None }.is_gone());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(SessionHolder { pid: Some(pid) }.is_gone());
     }
 
     #[test]
