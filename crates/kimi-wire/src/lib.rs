@@ -17,7 +17,7 @@
 //!   [`TurnStarter`]: how it starts a turn of its own (a scheduled prompt) when none runs.
 //! - [`schema`]: JSON Schema and TypeScript export of the types.
 //!
-//! One rule holds everywhere: only the writer task touches stdout. This crate knows nothing of models or
+//! One rule holds everywhere: only the writer thread touches stdout. This crate knows nothing of models or
 //! tools; it drives the agent through [`WireAgent`].
 
 mod agent;
@@ -36,7 +36,7 @@ pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
 pub use error_code::RpcError;
 pub use event_filter::{EventFilter, TS_SDK_0_1_EVENTS};
 pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
-pub use server::{AgentTurn, Server, ServerConfig, TurnStarter};
+pub use server::{AgentTurn, IdleSignal, Journal, JournalLink, Server, ServerConfig, TurnStarter};
 
 /// The protocol version this server speaks.
 pub const PROTOCOL_VERSION: &str = "1.10";
