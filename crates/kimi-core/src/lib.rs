@@ -55,6 +55,7 @@ pub mod state;
 pub mod subagent;
 pub mod text;
 pub mod title;
+pub mod tool_names;
 pub mod toolset;
 pub mod workspace;
 

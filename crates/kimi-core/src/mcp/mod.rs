@@ -3,6 +3,8 @@
 //!
 //! Layout:
 //! - [`config`]: `mcp.json` / `--mcp-config-file` / `--mcp-config` into [`ServerConfig`]s.
+//! - [`discover`]: servers configured for other agents (`~/.claude.json`, `~/.codex/config.toml`),
+//!   with `mcp_discover = true`.
 //! - [`client`]: one rmcp connection (stdio child in its own process group, or streamable HTTP).
 //! - [`state`]: the per-server [`ServerState`] and the wire's `mcp_status` snapshot.
 //! - `tool`: [`McpTool`], a server's tool as a [`crate::toolset::Tool`] (approval `mcp:<tool>`).
@@ -21,6 +23,7 @@ pub mod authorize;
 pub mod client;
 pub mod config;
 pub mod convert;
+pub mod discover;
 pub mod oauth;
 pub mod state;
 mod tool;
@@ -54,10 +57,10 @@ pub const STARTUP_WAIT_SLACK: Duration = Duration::from_secs(5);
 pub struct McpSettings {
     /// `[mcp.client] tool_call_timeout_ms`.
     pub tool_call_timeout: Duration,
+    /// `mcp_tool_names`: the tools' own names, or `mcp__<server>__<tool>`.
+    pub tool_names: crate::config::McpToolNames,
     /// The share dir (OAuth tokens live under it).
     pub share_dir: PathBuf,
-    /// Approval requests show the call's arguments (`approval_details`).
-    pub show_arguments: bool,
 }
 
 /// Which server owns which registered tool name; the toolset itself does not know.
@@ -259,14 +262,7 @@ impl McpServer {
         *lock(&self.listed) = tools.to_vec();
         let wrapped = tools
             .iter()
-            .map(|t| {
-                McpTool::new(
-                    &self.config.name,
-                    t,
-                    self.me.clone(),
-                    self.settings.show_arguments,
-                )
-            })
+            .map(|t| McpTool::new(&self.config.name, t, self.me.clone(), self.settings.tool_names))
             .collect();
         let registered = self.registry.replace_tools(&self.config.name, wrapped);
         *lock(&self.tools) = registered;
