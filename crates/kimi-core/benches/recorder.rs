@@ -10,7 +10,8 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use kimi_core::recorder::WireRecorder;
 use kimi_wire::jsonrpc::EventLine;
 use kimi_wire::message::{
-    ContentPart, Event, FunctionBody, StatusUpdate, StepBegin, TextPart, ToolCall, ToolResult, ToolReturnValue,
+    ContentPart, Event, FunctionBody, StatusUpdate, StepBegin, TextPart, ToolCall, ToolResult,
+    ToolReturnValue,
 };
 
 /// The events of one ReadFile step: its start, the call, the result (12 numbered lines), the status.
@@ -60,7 +61,11 @@ fn bench(c: &mut Criterion) {
     });
 
     let parts: Vec<Event> = (0..100)
-        .map(|i| Event::ContentPart(ContentPart::Text(TextPart { text: format!("t{i} ") })))
+        .map(|i| {
+            Event::ContentPart(ContentPart::Text(TextPart {
+                text: format!("t{i} "),
+            }))
+        })
         .collect();
     c.bench_function("recorder/100_text_parts_merged_into_one_record", |b| {
         b.iter_batched(

@@ -18,8 +18,8 @@ use crate::message::{Event, Request, UserInput};
 use crate::params::{
     InitializeParams, InitializeResult, PromptResult, ReplayResult, SetPlanModeResult, SteerResult,
 };
-use crate::server::{Journal, JournalLink, Outbox, TurnSlot};
 use crate::server::pending::{DuplicateId, PendingAnswer, PendingRequests, RequestScope};
+use crate::server::{Journal, JournalLink, Outbox, TurnSlot};
 
 /// What the agent must do for each method. Each call runs in its own task; `prompt` and `replay` are
 /// never called while another `prompt` or `replay` runs.
@@ -91,7 +91,11 @@ impl ClientHandle {
 
     /// [`ClientHandle::send_event`] for an event already serialized as `line` (by a caller that also
     /// records its message: each event is serialized once).
-    pub async fn send_event_as(&self, event: &Event, line: jsonrpc::EventLine) -> Result<bool, ConnectionClosed> {
+    pub async fn send_event_as(
+        &self,
+        event: &Event,
+        line: jsonrpc::EventLine,
+    ) -> Result<bool, ConnectionClosed> {
         let allowed = self
             .events
             .read()

@@ -82,7 +82,9 @@ impl WireRecorder {
         {
             return Ok(());
         }
-        let displaced = held.take().map_or(Ok(()), |previous| self.append_event(&previous, None));
+        let displaced = held
+            .take()
+            .map_or(Ok(()), |previous| self.append_event(&previous, None));
         if opens_merge(event) {
             *held = Some(event.clone());
             return displaced;
@@ -95,7 +97,9 @@ impl WireRecorder {
     pub fn record_request(&self, request: &Request) -> Result<(), WriteError> {
         self.has_records.store(true, Ordering::Relaxed);
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let displaced = held.take().map_or(Ok(()), |previous| self.append_event(&previous, None));
+        let displaced = held
+            .take()
+            .map_or(Ok(()), |previous| self.append_event(&previous, None));
         // `WireMessage` is untagged: a recorded request is the request itself.
         let recorded = match serde_json::to_string(request) {
             Ok(message) => self.append_message(&message),
@@ -131,7 +135,8 @@ impl WireRecorder {
 
     fn release(&self) -> Result<(), WriteError> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.take().map_or(Ok(()), |previous| self.append_event(&previous, None))
+        held.take()
+            .map_or(Ok(()), |previous| self.append_event(&previous, None))
     }
 
     fn append_event(&self, event: &Event, message: Option<&str>) -> Result<(), WriteError> {

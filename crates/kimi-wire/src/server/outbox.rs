@@ -150,9 +150,7 @@ impl Outbox {
             if !state.lines.is_empty() || state.journal_pending || state.closed {
                 std::mem::swap(&mut state.lines, into);
                 state.journal_pending = false;
-                return Batch {
-                    closed: state.closed,
-                };
+                return Batch { closed: state.closed };
             }
             state.writer_asleep = true;
             state = self.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
