@@ -4,6 +4,8 @@
 //!
 //! `cargo bench -p kimi-core --bench recorder`; figures are recorded in docs/benchmarks.md.
 
+#![allow(clippy::expect_used, reason = "a bench whose setup or recording fails has nothing to measure")]
+
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
