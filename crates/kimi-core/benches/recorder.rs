@@ -4,7 +4,10 @@
 //!
 //! `cargo bench -p kimi-core --bench recorder`; figures are recorded in docs/benchmarks.md.
 
-#![allow(clippy::expect_used, reason = "a bench whose setup or recording fails has nothing to measure")]
+#![allow(
+    clippy::expect_used,
+    reason = "a bench whose setup or recording fails has nothing to measure"
+)]
 
 use std::hint::black_box;
 
