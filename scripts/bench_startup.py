@@ -66,7 +66,25 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
     return total
 
 
-def run_once(command: list[str]) -> tuple[float, int]:
+def smaps_kib(pid: int, field: str = "Anonymous") -> int:
+    """A /proc/PID/smaps_rollup figure of `pid` and its descendants. `Anonymous` is the heap and stacks,
+    what each further session costs (the binary's code and other file pages are shared); `Pss` counts
+    shared pages divided among the processes that map them."""
+    total = 0
+    pids = [pid]
+    while pids:
+        p = pids.pop()
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    total += int(line.split()[1])
+            pids.extend(int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            pass
+    return total
+
+
+def run_once(command: list[str]) -> tuple[float, int, int]:
     with tempfile.TemporaryDirectory() as tmp:
         env, args = make_home(Path(tmp))
         request = json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize",
@@ -86,17 +104,19 @@ def run_once(command: list[str]) -> tuple[float, int]:
         elapsed = time.perf_counter() - start
         time.sleep(0.5)  # let the process settle into idle before reading its memory
         rss = rss_kib(proc.pid)
+        anon = smaps_kib(proc.pid)
         proc.stdin.close()
         proc.wait(timeout=30)
-        return elapsed, rss
+        return elapsed, rss, anon
 
 
 def measure(name: str, command: list[str], runs: int) -> dict:
     samples = [run_once(command) for _ in range(runs)]
     times = [s[0] * 1000 for s in samples]
     rss = [s[1] / 1024 for s in samples]
+    anon = [s[2] / 1024 for s in samples]
     return {"name": name, "ms": statistics.median(times), "ms_min": min(times), "ms_max": max(times),
-            "mb": statistics.median(rss)}
+            "mb": statistics.median(rss), "anon_mb": statistics.median(anon)}
 
 
 def main() -> int:

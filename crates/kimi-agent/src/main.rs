@@ -51,9 +51,16 @@ fn main() -> ExitCode {
             Ok(sources) => sources,
             Err(e) => Cli::bad_parameter(e.flag(), &e.to_string()).exit(),
         };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread runs the whole session (server, agent loop, tools' async parts): a hand-off between
+    // tasks is then a queue push, not a wake-up of another thread. Blocking work goes to tokio's
+    // blocking pool, stdout to the wire's writer thread, which the runtime wakes when it goes idle.
+    let idle = kimi_wire::IdleSignal::default();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .on_thread_park({
+            let idle = idle.clone();
+            move || idle.idle()
+        })
         .build()
     {
         Ok(runtime) => runtime,
@@ -81,7 +88,7 @@ fn main() -> ExitCode {
         sandbox: cli.sandbox,
         record_llm: cli.record_llm,
     };
-    let result = runtime.block_on(run::serve(options, config, share_dir.clone()));
+    let result = runtime.block_on(run::serve(options, config, share_dir.clone(), idle));
     // Tools may have left blocking work behind (a read of a huge file); do not wait for it.
     runtime.shutdown_timeout(Duration::from_millis(200));
     match result {

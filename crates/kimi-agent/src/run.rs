@@ -33,7 +33,8 @@ use kimi_wire::params::{
     InitializeParams, InitializeResult, PromptResult, ReplayResult, ServerInfo, SetPlanModeResult,
     SteerResult,
 };
-use kimi_wire::{ClientHandle, RpcError, Server, ServerConfig, TurnStarter, WireAgent};
+use kimi_wire::server::writer::Output;
+use kimi_wire::{ClientHandle, IdleSignal, RpcError, Server, ServerConfig, TurnStarter, WireAgent};
 use tokio_util::sync::CancellationToken;
 
 /// How long `SessionEnd` hooks may take at exit (reference: 5 s).
@@ -83,7 +84,9 @@ pub struct RunOptions {
 /// session's files are written only while this process holds the session's lock: when another process
 /// holds it, this one serves what only reads and takes the session over once the holder is gone
 /// (`kimi_core::session_gate`).
-pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> Result<()> {
+/// Serves the session over stdin/stdout; `idle` is the runtime's park signal, which wakes the stdout
+/// writer once per burst of events instead of once per event.
+pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf, idle: IdleSignal) -> Result<()> {
     for warning in &config.warnings {
         tracing::warn!("config: {warning}");
     }
@@ -144,6 +147,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
 
     let (server, client) = Server::new(ServerConfig {
         max_line_bytes: max_line_bytes(),
+        idle: Some(idle),
         ..ServerConfig::default()
     });
     // What does not depend on holding the session is read here, once: a broken agent file or MCP
@@ -223,7 +227,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     server
         .run(
             tokio::io::stdin(),
-            tokio::io::stdout(),
+            Output::stdout(),
             Arc::clone(&gate),
             shutdown_signal(),
         )

@@ -12,7 +12,7 @@ use kimi_wire::message::{ContentPart, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::recorder::{LineWriter, RecordReader, WriteError, repair_tail_logged};
+use crate::recorder::{RecordReader, SessionFile, WriteError, repair_tail_logged};
 
 /// The in-memory context plus its file.
 #[derive(Debug)]
@@ -26,7 +26,7 @@ pub struct Context {
     /// Tokens estimated for messages appended since the provider last reported usage.
     pending_estimate: u64,
     next_checkpoint: u64,
-    file: Option<LineWriter>,
+    file: Option<SessionFile>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -69,10 +69,10 @@ impl Context {
                 false
             }
         };
-        let file = LineWriter::spawn(path);
+        let file = SessionFile::new(path);
         if !restored_prompt {
             let _ =
-                file.append(json!({"role": "_system_prompt", "content": context.system_prompt}).to_string());
+                file.append(&json!({"role": "_system_prompt", "content": context.system_prompt}).to_string());
         }
         context.file = Some(file);
         context
@@ -182,7 +182,7 @@ impl Context {
     pub async fn clear(&mut self) -> Result<(), WriteError> {
         if let Some(file) = &self.file {
             let target = next_rotation_path(file.path()).await;
-            file.rotate(target).await?;
+            file.rotate(&target)?;
         }
         self.messages = Arc::new(Vec::new());
         self.token_count = 0;
@@ -222,14 +222,27 @@ impl Context {
     pub async fn flush(&self, durable: bool) -> Result<(), WriteError> {
         match &self.file {
             Some(file) if durable => file.sync().await,
-            Some(file) => file.flush().await,
+            Some(file) => file.commit(),
             None => Ok(()),
+        }
+    }
+
+    /// The first failed write of the file, if any (no I/O).
+    pub fn check(&self) -> Result<(), WriteError> {
+        self.file.as_ref().map_or(Ok(()), SessionFile::check)
+    }
+
+    /// Has `client`'s stdout writer commit the file with each batch of lines it writes (see
+    /// [`SessionFile::attach`]), so records reach the file without waiting for a flush.
+    pub fn attach(&self, client: &kimi_wire::ClientHandle) {
+        if let Some(file) = &self.file {
+            file.attach(client);
         }
     }
 
     fn write(&self, record: Value) -> Result<(), WriteError> {
         match &self.file {
-            Some(file) => file.append(record.to_string()),
+            Some(file) => file.append(&record.to_string()),
             None => Ok(()),
         }
     }

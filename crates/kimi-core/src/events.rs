@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use kimi_wire::message::{Event, Request, SubagentEvent, WireMessage};
+use kimi_wire::jsonrpc::EventLine;
+use kimi_wire::message::{Event, Request, SubagentEvent};
 use kimi_wire::{ClientHandle, PendingAnswer, RequestScope, SendRequestError};
 
 use crate::recorder::WireRecorder;
@@ -63,6 +64,9 @@ struct ParentLink {
 impl EventSink {
     /// A sink to `client`, recording to `recorder` when given.
     pub fn new(client: ClientHandle, recorder: Option<Arc<WireRecorder>>) -> Self {
+        if let Some(recorder) = &recorder {
+            recorder.attach(&client);
+        }
         Self {
             client,
             recorder,
@@ -74,6 +78,7 @@ impl EventSink {
     /// wire.jsonl), and hands each to `parent` as a `SubagentEvent`, which the parent records and
     /// streams. Requests (approvals, questions) go to the client unwrapped, as the reference's do.
     pub fn for_subagent(parent: &EventSink, identity: SubagentIdentity, recorder: Arc<WireRecorder>) -> Self {
+        recorder.attach(&parent.client);
         Self {
             client: parent.client.clone(),
             recorder: Some(recorder),
@@ -88,6 +93,7 @@ impl EventSink {
     /// event to `observer`; nothing reaches the client but its requests (approvals), which go
     /// unwrapped as a foreground subagent's do.
     pub fn for_background(parent: &EventSink, recorder: Arc<WireRecorder>, observer: EventObserver) -> Self {
+        recorder.attach(&parent.client);
         Self {
             client: parent.client.clone(),
             recorder: Some(recorder),
@@ -105,20 +111,30 @@ impl EventSink {
         self.recorder.as_ref()
     }
 
-    /// Records `event` and streams it to the client. Recording comes first and waits for the message it
-    /// displaces to be written, so whatever the client has seen is in wire.jsonl except at most the
-    /// record still being merged, even if the process is killed the next instant. A client that went
-    /// away is not an error here: the turn notices through its cancellation.
+    /// Records `event` and streams it to the client, serializing it once for both. Recording comes
+    /// first: the stdout writer commits wire.jsonl before it writes the line, so whatever the client has
+    /// seen is in the file except at most the record still being merged, even if the process is killed
+    /// the next instant. A client that went away is not an error here: the turn notices through its
+    /// cancellation.
     pub async fn emit(&self, event: Event) {
-        if self.recorder.is_some() {
-            self.record(WireMessage::Event(event.clone())).await;
-        }
         match &self.delivery {
             Delivery::Client => {
-                let _ = self.client.send_event(&event).await;
+                let line = match EventLine::new(&event) {
+                    Ok(line) => line,
+                    Err(e) => {
+                        tracing::error!(error = %e, "event failed to serialize");
+                        return;
+                    }
+                };
+                self.record(|recorder| recorder.record_event(&event, Some(line.message())));
+                let _ = self.client.send_event_as(&event, line).await;
             }
-            Delivery::Observer(observer) => observer(&event),
+            Delivery::Observer(observer) => {
+                self.record(|recorder| recorder.record_event(&event, None));
+                observer(&event);
+            }
             Delivery::Parent(link) => {
+                self.record(|recorder| recorder.record_event(&event, None));
                 let wrapped = Event::SubagentEvent(SubagentEvent {
                     parent_tool_call_id: Some(link.identity.parent_tool_call_id.clone()),
                     agent_id: Some(link.identity.agent_id.clone()),
@@ -142,14 +158,14 @@ impl EventSink {
             Delivery::Observer(_) => RequestScope::Session,
             _ => scope,
         };
-        let waiter = self.client.send_request(&request, scope).await;
-        self.record(WireMessage::Request(request)).await;
-        waiter
+        // Recorded before it is queued, as events are: the client never sees a request the file lacks.
+        self.record(|recorder| recorder.record_request(&request));
+        self.client.send_request(&request, scope).await
     }
 
-    async fn record(&self, message: WireMessage) {
+    fn record(&self, write: impl FnOnce(&WireRecorder) -> Result<(), crate::recorder::WriteError>) {
         if let Some(recorder) = &self.recorder
-            && let Err(e) = recorder.record(message).await
+            && let Err(e) = write(recorder)
         {
             tracing::error!(error = %e, "wire.jsonl record failed");
         }

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::error_code::RpcError;
@@ -20,8 +19,8 @@ use crate::message::{Event, Request, UserInput};
 use crate::params::{
     InitializeParams, InitializeResult, PromptResult, ReplayResult, SetPlanModeResult, SteerResult,
 };
-use crate::server::TurnSlot;
 use crate::server::pending::{DuplicateId, PendingAnswer, PendingRequests, RequestScope};
+use crate::server::{Journal, JournalLink, Outbox, TurnSlot};
 
 /// What the agent must do for each method. Each call runs in its own task; `prompt` and `replay` are
 /// never called while another `prompt` or `replay` runs.
@@ -71,7 +70,7 @@ pub enum SendRequestError {
 /// A cheap, clonable handle for sending events and requests to the client.
 #[derive(Debug, Clone)]
 pub struct ClientHandle {
-    out: mpsc::Sender<String>,
+    out: Arc<Outbox>,
     pending: Arc<PendingRequests>,
     turn: Arc<TurnSlot>,
     /// The event types this client parses, decided at `initialize`. A std lock: read once per event,
@@ -82,7 +81,7 @@ pub struct ClientHandle {
 }
 
 impl ClientHandle {
-    pub(crate) fn new(out: mpsc::Sender<String>, pending: Arc<PendingRequests>, turn: Arc<TurnSlot>) -> Self {
+    pub(crate) fn new(out: Arc<Outbox>, pending: Arc<PendingRequests>, turn: Arc<TurnSlot>) -> Self {
         Self {
             out,
             pending,
@@ -97,26 +96,43 @@ impl ClientHandle {
     /// the client is slow to read (bounded queue). A `TurnEnd` ends a turn the agent started itself
     /// ([`crate::TurnStarter`]) for the client, sent or not.
     pub async fn send_event(&self, event: &Event) -> Result<bool, ConnectionClosed> {
-        let sent = if self.event_filter().allows(event) {
-            let line = jsonrpc::notification_line("event", event).map_err(|e| {
-                tracing::error!(error = %e, "event failed to serialize");
-                ConnectionClosed
-            })?;
-            self.send_line(line).await?;
-            true
-        } else {
-            false
-        };
+        let line = jsonrpc::EventLine::new(event).map_err(|e| {
+            tracing::error!(error = %e, "event failed to serialize");
+            ConnectionClosed
+        })?;
+        self.send_event_as(event, line).await
+    }
+
+    /// [`ClientHandle::send_event`] for an event already serialized as `line` (by a caller that also
+    /// records its message: each event is serialized once).
+    pub async fn send_event_as(
+        &self,
+        event: &Event,
+        line: jsonrpc::EventLine,
+    ) -> Result<bool, ConnectionClosed> {
+        let allowed = self
+            .events
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .allows(event);
+        if allowed {
+            self.send_line(line.into_line()).await?;
+        }
         if matches!(event, Event::TurnEnd(_)) {
             self.turn.turn_end_sent(&self.pending);
         }
-        Ok(sent)
+        Ok(allowed)
     }
 
     /// Sends a recorded `event` notification `line` of type `kind` as it is (replay's fast path), unless
     /// the client cannot parse it. Returns whether it was sent.
     pub async fn send_event_line(&self, kind: &str, line: String) -> Result<bool, ConnectionClosed> {
-        if !self.event_filter().allows_event_line(kind, &line) {
+        let allowed = self
+            .events
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .allows_event_line(kind, &line);
+        if !allowed {
             return Ok(false);
         }
         self.send_line(line).await.map(|()| true)
@@ -136,10 +152,6 @@ impl ClientHandle {
     /// [`crate::ErrorData`] as `data` when it asked for that).
     pub fn error_line(&self, id: Option<&str>, error: &RpcError) -> String {
         jsonrpc::error_line(id, &error.for_client(self.error_data.load(Ordering::Relaxed)))
-    }
-
-    fn event_filter(&self) -> EventFilter {
-        self.events.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Sends a request whose answer is awaited through the returned [`PendingAnswer`]. The id is the
@@ -166,7 +178,16 @@ impl ClientHandle {
 
     /// Sends a pre-serialized JSON-RPC line (used by replay's fast path and by the server itself).
     pub async fn send_line(&self, line: String) -> Result<(), ConnectionClosed> {
-        self.out.send(line).await.map_err(|_| ConnectionClosed)
+        self.out.send(line).await
+    }
+
+    /// Has the stdout writer commit `journal` (a session file) before each batch of lines, so that
+    /// every record handed to it before a line is in its file before the client reads that line. Held
+    /// weakly: dropping the journal detaches it. The returned link tells the writer when the journal
+    /// holds records and no line is coming.
+    pub fn attach_journal(&self, journal: std::sync::Weak<dyn Journal>) -> JournalLink {
+        self.out.attach(journal);
+        JournalLink::new(&self.out)
     }
 
     /// Completes a pending request from inside the server, as if the client had answered (used when

@@ -154,6 +154,46 @@ pub fn notification_line<P: Serialize>(method: &str, params: &P) -> serde_json::
     })
 }
 
+/// An `event` notification line, `{"jsonrpc":"2.0","method":"event","params":<message>}`, that also
+/// lends out its `<message>` (`{"type":..,"payload":..}`): the event is serialized once, for the client and
+/// for the session's wire.jsonl alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLine {
+    line: String,
+}
+
+impl EventLine {
+    /// What comes before the message in every event line.
+    pub const HEAD: &'static str = r#"{"jsonrpc":"2.0","method":"event","params":"#;
+
+    /// Serializes `event` (or any message) into its line.
+    pub fn new<P: Serialize + ?Sized>(message: &P) -> serde_json::Result<Self> {
+        // The envelope's fields serialize in order and compactly, so the line is HEAD, the message, `}`.
+        let line = notification_line("event", &message)?;
+        debug_assert!(line.starts_with(Self::HEAD) && line.ends_with('}'));
+        Ok(Self { line })
+    }
+
+    /// The line around an already serialized message (replay forwards recorded messages this way).
+    pub fn wrap(message: &str) -> Self {
+        let mut line = String::with_capacity(Self::HEAD.len() + message.len() + 1);
+        line.push_str(Self::HEAD);
+        line.push_str(message);
+        line.push('}');
+        Self { line }
+    }
+
+    /// The message: `{"type":..,"payload":..}`.
+    pub fn message(&self) -> &str {
+        &self.line[Self::HEAD.len()..self.line.len() - 1]
+    }
+
+    /// The whole line, for the client.
+    pub fn into_line(self) -> String {
+        self.line
+    }
+}
+
 /// `{"jsonrpc":"2.0","method":..,"id":..,"params":..}`.
 pub fn request_line<P: Serialize>(method: &str, id: &str, params: &P) -> serde_json::Result<String> {
     serde_json::to_string(&RequestEnvelope {

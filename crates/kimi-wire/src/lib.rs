@@ -19,7 +19,7 @@
 //! - [`side_question`]: recognising `/btw` prompts, answered beside a running turn.
 //! - [`schema`]: JSON Schema and TypeScript export of the types.
 //!
-//! One rule holds everywhere: only the writer task touches stdout. This crate knows nothing of models or
+//! One rule holds everywhere: only the writer thread touches stdout. This crate knows nothing of models or
 //! tools; it drives the agent through [`WireAgent`].
 
 mod agent;
@@ -41,7 +41,7 @@ pub use error_code::RpcError;
 pub use error_data::ErrorData;
 pub use event_filter::{EventFilter, TS_SDK_0_1_EVENTS};
 pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
-pub use server::{AgentTurn, Server, ServerConfig, TurnStarter};
+pub use server::{AgentTurn, IdleSignal, Journal, JournalLink, Server, ServerConfig, TurnStarter};
 
 /// The protocol version this server speaks.
 pub const PROTOCOL_VERSION: &str = "1.10";

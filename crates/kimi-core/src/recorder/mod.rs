@@ -1,4 +1,4 @@
-//! Session files: the single-writer appender ([`LineWriter`]), the `wire.jsonl` recorder
+//! Session files: the buffered, batch-committed appender ([`SessionFile`]), the `wire.jsonl` recorder
 //! ([`WireRecorder`]) and reader ([`WireFileReader`]), and the crash-tolerant reading both files share
 //! ([`repair_tail`], [`RecordReader`]).
 
@@ -9,4 +9,4 @@ mod writer;
 pub(crate) use reader::repair_tail_logged;
 pub use reader::{MAX_RECORD_BYTES, RecordReader, TailRepair, repair_tail};
 pub use wire::{ReplayItem, WireFileReader, WireRecorder};
-pub use writer::{LineWriter, WriteError};
+pub use writer::{SessionFile, WriteError};

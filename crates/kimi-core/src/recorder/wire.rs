@@ -15,32 +15,34 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use kimi_wire::ClientHandle;
+use kimi_wire::jsonrpc::EventLine;
 use kimi_wire::message::{ContentPart, Event, Request, WireMessage};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::BufReader;
 
 use super::reader::{RecordReader, repair_tail_logged};
-use super::writer::{LineWriter, WriteError};
-
-#[derive(Serialize)]
-struct Record<'a> {
-    timestamp: f64,
-    message: &'a WireMessage,
-}
+use super::writer::{SessionFile, WriteError};
 
 /// Appends merged wire messages to one session's `wire.jsonl`.
+///
+/// Recording never waits: a record goes into the file's buffer, and the stdout writer commits the file
+/// before it writes any line queued after the record (see [`SessionFile`]). So a caller that records an
+/// event before it sends it knows the client never reads an event whose record is not in the file,
+/// except the one still being merged.
 #[derive(Debug)]
 pub struct WireRecorder {
-    writer: LineWriter,
+    file: SessionFile,
     /// Whether the file holds (or will hold) any record besides the header; an empty session is
     /// deleted on exit.
-    has_records: std::sync::atomic::AtomicBool,
-    /// The last message, held back while later deltas may still merge into it.
-    held: Mutex<Option<WireMessage>>,
+    has_records: AtomicBool,
+    /// The last event when later deltas may still merge into it (a text or think part, a tool call).
+    held: Mutex<Option<Event>>,
 }
 
 impl WireRecorder {
@@ -50,98 +52,120 @@ impl WireRecorder {
         let target = path.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || repair_tail_logged(&target)).await;
         let (needs_header, has_records) = inspect(path).await;
-        let writer = LineWriter::spawn(path);
+        let file = SessionFile::new(path);
         if needs_header {
             let header =
                 serde_json::json!({"type": "metadata", "protocol_version": kimi_wire::PROTOCOL_VERSION});
-            let _ = writer.append(header.to_string());
+            let _ = file.append(&header.to_string());
         }
         Self {
-            writer,
+            file,
             has_records: has_records.into(),
             held: Mutex::new(None),
         }
     }
 
-    /// Records one message, merging it into the held one where the reference would. Returns once the
-    /// message this one displaced (if any) is written, so a caller that records before it streams knows
-    /// every message before the current one is in the file: a crash then loses at most the record still
-    /// being merged.
-    pub async fn record(&self, message: WireMessage) -> Result<(), WriteError> {
-        self.has_records.store(true, std::sync::atomic::Ordering::Relaxed);
-        // Queued under the lock, so concurrent callers cannot reorder records.
-        let written = {
-            let mut held = self
-                .held
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match held.take() {
-                None => {
-                    *held = Some(message);
-                    None
-                }
-                Some(mut previous) => {
-                    if merge_into(&mut previous, &message) {
-                        *held = Some(previous);
-                        None
-                    } else {
-                        *held = Some(message);
-                        self.queue(&previous)
-                    }
-                }
+    /// Has `client`'s stdout writer commit this file before it writes the lines queued after a record.
+    pub fn attach(&self, client: &ClientHandle) {
+        self.file.attach(client);
+    }
+
+    /// Records `event`, merging it into the held one where the reference would. `message` is the event
+    /// already serialized (`{"type":..,"payload":..}`, as [`EventLine::message`] lends it) when the
+    /// caller has it: an event that is not merged is then recorded from that text, not serialized again.
+    pub fn record_event(&self, event: &Event, message: Option<&str>) -> Result<(), WriteError> {
+        self.has_records.store(true, Ordering::Relaxed);
+        // Under the lock, so concurrent callers cannot reorder records.
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(previous) = held.as_mut()
+            && merge_into(previous, event)
+        {
+            return Ok(());
+        }
+        let displaced = held
+            .take()
+            .map_or(Ok(()), |previous| self.append_event(&previous, None));
+        if opens_merge(event) {
+            *held = Some(event.clone());
+            return displaced;
+        }
+        let recorded = self.append_event(event, message);
+        displaced.and(recorded)
+    }
+
+    /// Records a request (an external tool call, a question) after what is held.
+    pub fn record_request(&self, request: &Request) -> Result<(), WriteError> {
+        self.has_records.store(true, Ordering::Relaxed);
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let displaced = held
+            .take()
+            .map_or(Ok(()), |previous| self.append_event(&previous, None));
+        // `WireMessage` is untagged: a recorded request is the request itself.
+        let recorded = match serde_json::to_string(request) {
+            Ok(message) => self.append_message(&message),
+            Err(e) => {
+                tracing::error!(error = %e, "wire record failed to serialize");
+                Ok(())
             }
         };
-        match written {
-            Some(written) => written.await,
-            None => Ok(()),
-        }
+        displaced.and(recorded)
+    }
+
+    /// The first failed write of the file, if any (no I/O).
+    pub fn check(&self) -> Result<(), WriteError> {
+        self.file.check()
     }
 
     /// Has anything been recorded in this session (now or earlier)?
     pub fn has_records(&self) -> bool {
-        self.has_records.load(std::sync::atomic::Ordering::Relaxed)
+        self.has_records.load(Ordering::Relaxed)
     }
 
-    /// Writes out the held message and waits until the OS has everything.
+    /// Writes out the held message and everything recorded; returns once the OS has it.
     pub async fn flush(&self) -> Result<(), WriteError> {
-        self.release().await?;
-        self.writer.flush().await
+        self.release()?;
+        self.file.commit()
     }
 
     /// Writes out the held message and waits until everything is on disk.
     pub async fn sync(&self) -> Result<(), WriteError> {
-        self.release().await?;
-        self.writer.sync().await
+        self.release()?;
+        self.file.sync().await
     }
 
-    async fn release(&self) -> Result<(), WriteError> {
-        let written = {
-            let mut held = self
-                .held
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            held.take().and_then(|message| self.queue(&message))
-        };
-        match written {
-            Some(written) => written.await,
-            None => Ok(()),
+    fn release(&self) -> Result<(), WriteError> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.take()
+            .map_or(Ok(()), |previous| self.append_event(&previous, None))
+    }
+
+    fn append_event(&self, event: &Event, message: Option<&str>) -> Result<(), WriteError> {
+        match message {
+            Some(message) => self.append_message(message),
+            None => match EventLine::new(event) {
+                Ok(line) => self.append_message(line.message()),
+                Err(e) => {
+                    tracing::error!(error = %e, "wire record failed to serialize");
+                    Ok(())
+                }
+            },
         }
     }
 
-    /// Queues `message` as a record; the future completes when it is written. `None` when it could not
-    /// be serialized (logged; nothing to wait for).
-    fn queue(&self, message: &WireMessage) -> Option<impl Future<Output = Result<(), WriteError>> + use<>> {
+    /// `{"timestamp":<unix seconds>,"message":<message>}`.
+    fn append_message(&self, message: &str) -> Result<(), WriteError> {
         let timestamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
-        match serde_json::to_string(&Record { timestamp, message }) {
-            Ok(line) => Some(self.writer.write(line)),
-            Err(e) => {
-                tracing::error!(error = %e, "wire record failed to serialize");
-                None
-            }
-        }
+        let mut number = ryu::Buffer::new();
+        self.file.append_pieces(&[
+            b"{\"timestamp\":",
+            number.format_finite(timestamp).as_bytes(),
+            b",\"message\":",
+            message.as_bytes(),
+            b"}",
+        ])
     }
 }
 
@@ -164,11 +188,17 @@ async fn inspect(path: &Path) -> (bool, bool) {
     (false, has_records)
 }
 
+/// Whether later deltas may merge into `event` (see [`merge_into`]).
+fn opens_merge(event: &Event) -> bool {
+    match event {
+        Event::ContentPart(ContentPart::Text(_)) | Event::ToolCall(_) => true,
+        Event::ContentPart(ContentPart::Think(think)) => think.encrypted.is_none(),
+        _ => false,
+    }
+}
+
 /// Merges `next` into `held` when the reference's merged stream would; returns whether it did.
-fn merge_into(held: &mut WireMessage, next: &WireMessage) -> bool {
-    let (WireMessage::Event(held), WireMessage::Event(next)) = (held, next) else {
-        return false;
-    };
+fn merge_into(held: &mut Event, next: &Event) -> bool {
     match (held, next) {
         (Event::ContentPart(ContentPart::Text(a)), Event::ContentPart(ContentPart::Text(b))) => {
             a.text.push_str(&b.text);
@@ -229,8 +259,6 @@ struct RawMessage<'a> {
     #[serde(borrow)]
     payload: &'a RawValue,
 }
-
-const EVENT_LINE_HEAD: &str = r#"{"jsonrpc":"2.0","method":"event","params":"#;
 
 /// Streams the messages of a `wire.jsonl` in order, one record in memory at a time.
 ///
@@ -365,11 +393,7 @@ fn known_prefix(message: &str) -> Option<&str> {
 
 /// `{"jsonrpc":"2.0","method":"event","params":<message>}` around the recorded message text.
 fn event_line(message: &str) -> String {
-    let mut line = String::with_capacity(EVENT_LINE_HEAD.len() + message.len() + 1);
-    line.push_str(EVENT_LINE_HEAD);
-    line.push_str(message);
-    line.push('}');
-    line
+    EventLine::wrap(message).into_line()
 }
 
 #[cfg(test)]
@@ -534,8 +558,7 @@ mod tests {
         let recorder = WireRecorder::open(&path).await;
         assert!(recorder.has_records());
         recorder
-            .record(WireMessage::Event(Event::TurnEnd(Default::default())))
-            .await
+            .record_event(&Event::TurnEnd(Default::default()), None)
             .unwrap();
         recorder.flush().await.unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

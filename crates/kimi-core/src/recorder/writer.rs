@@ -1,39 +1,35 @@
-//! One writer per session file.
+//! Session files (`wire.jsonl`, `context.jsonl`): records appended in memory, written in batches.
 //!
-//! Callers queue whole lines; the writer appends each with a single `write` of line + newline, so a crash
-//! loses at most the record being written and never interleaves two records. The writer is a small
-//! thread of its own doing plain blocking writes (one syscall per record, no async file shim with a
-//! buffer of its own in between), so a record queued is in the kernel microseconds later; a caller that
-//! must know it is there awaits [`LineWriter::write`]. `flush` returns once everything queued before it
-//! was written; `sync` once it is on disk (fsync), which the loop asks for at turn end. A failed write is
-//! remembered and reported to every later caller, so the agent can tell the client instead of silently
-//! losing history. Before its first append to a file the writer repairs the file's tail
-//! ([`super::reader::repair_tail`]), so a record torn by an earlier crash is never glued to the next one.
-//! The thread ends when the last handle is dropped.
+//! Appending a record copies it into the file's buffer: no system call, no other thread. The buffer is
+//! written with one `write` per batch (group commit) by whoever commits it: the stdout writer, before
+//! each batch of lines it sends to the client (the file is attached to the client as a
+//! [`kimi_wire::Journal`], see [`SessionFile::attach`]), or the agent when it must know the records are
+//! there (before asking the model, at the end of a turn). A commit holds the file's lock while it writes,
+//! so records keep their order and no two batches interleave; a crash loses at most what was not
+//! committed, which, since the stdout writer commits before it writes, is never the record of an event
+//! the client has read. `sync` adds an fsync, which the loop asks for at turn end.
+//!
+//! A failed write is remembered and returned by every later append, commit and sync, so the agent can
+//! tell the client instead of silently losing history. Before its first write to a file the writer
+//! repairs the file's tail ([`super::reader::repair_tail`]), so a record torn by an earlier crash is never
+//! glued to the next one. Dropping the last handle commits what is left.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use tokio::sync::oneshot;
+use kimi_wire::{ClientHandle, Journal, JournalLink};
 
-type Ack = oneshot::Sender<Result<(), String>>;
+/// Buffered bytes past which an append writes the batch itself instead of waiting for a commit (a file
+/// no writer commits, or a burst faster than the writer).
+const COMMIT_AT: usize = 256 * 1024;
 
-enum Command {
-    /// Append one line; acknowledged once written when the caller asked.
-    Line(String, Option<Ack>),
-    /// Move the file to the given path and start a new, empty one at the original path.
-    Rotate(PathBuf, Ack),
-    Flush(Ack),
-    Sync(Ack),
-}
-
-/// A cheap, clonable handle to the writer of one file.
+/// A cheap, clonable handle to one session file.
 #[derive(Debug, Clone)]
-pub struct LineWriter {
-    path: PathBuf,
-    tx: mpsc::Sender<Command>,
+pub struct SessionFile {
+    shared: Arc<Shared>,
 }
 
 /// Why a file could not be written.
@@ -46,140 +42,195 @@ pub struct WriteError {
     pub message: String,
 }
 
-impl LineWriter {
-    /// Starts the writer for `path` (created if missing, appended to otherwise).
-    pub fn spawn(path: &Path) -> Self {
-        let (tx, rx) = mpsc::channel();
-        let thread_path = path.to_path_buf();
-        let started = std::thread::Builder::new()
-            .name("session-writer".into())
-            .spawn(move || run(&thread_path, &rx));
-        if let Err(e) = started {
-            // Every later call reports the writer as stopped.
-            tracing::error!(path = %path.display(), error = %e, "session file writer not started");
-        }
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    /// Records not yet written, each ending in its newline. Held for a copy, never across a write.
+    pending: Mutex<Vec<u8>>,
+    /// Held while a batch is written, so batches go out in the order they were taken.
+    file: Mutex<Disk>,
+    /// Set with [`Disk::failure`], so appends learn of a failure without taking the file's lock.
+    failed: AtomicBool,
+    /// The writer that commits this file, once attached.
+    link: OnceLock<JournalLink>,
+}
+
+#[derive(Debug, Default)]
+struct Disk {
+    file: Option<File>,
+    /// The first write failure; every later write is refused with it.
+    failure: Option<String>,
+    /// The buffer of the batch being written, kept to take the next batch into (no allocation per batch).
+    spare: Vec<u8>,
+}
+
+impl SessionFile {
+    /// A writer for `path` (created at the first commit if missing, appended to otherwise).
+    pub fn new(path: &Path) -> Self {
         Self {
-            path: path.to_path_buf(),
-            tx,
+            shared: Arc::new(Shared {
+                path: path.to_path_buf(),
+                pending: Mutex::new(Vec::new()),
+                file: Mutex::new(Disk::default()),
+                failed: AtomicBool::new(false),
+                link: OnceLock::new(),
+            }),
         }
     }
 
     /// The file this writer appends to.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.shared.path
     }
 
-    /// Queues one record (without its newline). Never waits, so a sequence of appends cannot be cut in
-    /// half by a cancelled caller; the queue is unbounded because its producers are themselves paced by
-    /// the client's stdout queue and the model.
-    pub fn append(&self, line: String) -> Result<(), WriteError> {
-        self.tx.send(Command::Line(line, None)).map_err(|_| self.closed())
-    }
-
-    /// Queues one record like [`LineWriter::append`]; the returned future completes once the record is
-    /// written (handed to the OS). The record is queued even if the future is never awaited.
-    pub fn write(&self, line: String) -> impl Future<Output = Result<(), WriteError>> + use<> {
-        let (ack, done) = oneshot::channel();
-        let queued = self
-            .tx
-            .send(Command::Line(line, Some(ack)))
-            .map_err(|_| self.closed());
-        let path = self.path.clone();
-        async move {
-            queued?;
-            wait(path, done).await
+    /// Has `client`'s stdout writer commit this file before each batch of lines it writes: a record
+    /// appended before an event line is queued is then in the file before the client reads that line. A
+    /// second attachment is ignored.
+    pub fn attach(&self, client: &ClientHandle) {
+        let journal: Arc<dyn Journal> = self.shared.clone();
+        if self.shared.link.get().is_none() {
+            let link = client.attach_journal(Arc::downgrade(&journal));
+            let _ = self.shared.link.set(link);
         }
     }
 
-    /// Waits until every queued record reached the OS.
-    pub async fn flush(&self) -> Result<(), WriteError> {
-        self.ack(Command::Flush).await
+    /// Appends one record (without its newline). Never waits for a write, so a sequence of appends
+    /// cannot be cut in half by a cancelled caller. Fails once a write of this file has failed.
+    pub fn append(&self, record: &str) -> Result<(), WriteError> {
+        self.shared.append(&[record.as_bytes()])
     }
 
-    /// Waits until every queued record is durable on disk.
+    /// Appends one record made of `pieces` (without its newline), as [`SessionFile::append`].
+    pub fn append_pieces(&self, pieces: &[&[u8]]) -> Result<(), WriteError> {
+        self.shared.append(pieces)
+    }
+
+    /// The first failed write, if any; no I/O.
+    pub fn check(&self) -> Result<(), WriteError> {
+        if self.shared.failed.load(Ordering::Acquire) {
+            return Err(self.shared.failure());
+        }
+        Ok(())
+    }
+
+    /// Writes every record appended so far; returns once they are in the OS.
+    pub fn commit(&self) -> Result<(), WriteError> {
+        self.shared.write_pending()
+    }
+
+    /// Waits until every record appended so far is durable on disk.
     pub async fn sync(&self) -> Result<(), WriteError> {
-        self.ack(Command::Sync).await
+        self.shared.write_pending()?;
+        let file = {
+            let disk = self.shared.lock_file();
+            match disk.file.as_ref().map(File::try_clone) {
+                None => return Ok(()),
+                Some(Ok(file)) => file,
+                Some(Err(e)) => return Err(self.shared.error(e.to_string())),
+            }
+        };
+        // On the blocking pool: an fsync can take milliseconds, and the agent's thread serves the client.
+        match tokio::task::spawn_blocking(move || file.sync_data()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.shared.error(e.to_string())),
+            Err(e) => Err(self.shared.error(e.to_string())),
+        }
     }
 
     /// Moves everything written so far to `to` and continues in a new, empty file (`/clear`,
-    /// compaction). Records queued before the call go to the old file.
-    pub async fn rotate(&self, to: PathBuf) -> Result<(), WriteError> {
-        self.ack(|ack| Command::Rotate(to, ack)).await
+    /// compaction). Records appended before the call go to the old file.
+    pub fn rotate(&self, to: &Path) -> Result<(), WriteError> {
+        self.shared.write_pending()?;
+        let mut disk = self.shared.lock_file();
+        // Writes are unbuffered: closing the file loses nothing.
+        disk.file = None;
+        let result = std::fs::rename(&self.shared.path, to)
+            // The new file exists at once, even before its first record.
+            .and_then(|()| crate::private_files::create(&self.shared.path).map(drop));
+        result.map_err(|e| {
+            tracing::error!(path = %self.shared.path.display(), error = %e, "rotation failed");
+            self.shared.error(e.to_string())
+        })
+    }
+}
+
+impl Shared {
+    fn append(&self, pieces: &[&[u8]]) -> Result<(), WriteError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(self.failure());
+        }
+        let (was_empty, len) = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let was_empty = pending.is_empty();
+            for piece in pieces {
+                pending.extend_from_slice(piece);
+            }
+            pending.push(b'\n');
+            (was_empty, pending.len())
+        };
+        if len >= COMMIT_AT {
+            return self.write_pending();
+        }
+        // The stdout writer commits before its next batch; if no line is coming, it still should.
+        if was_empty && let Some(link) = self.link.get() {
+            link.pending();
+        }
+        Ok(())
     }
 
-    async fn ack(&self, make: impl FnOnce(Ack) -> Command) -> Result<(), WriteError> {
-        let (ack, done) = oneshot::channel();
-        self.tx.send(make(ack)).map_err(|_| self.closed())?;
-        wait(self.path.clone(), done).await
+    fn write_pending(&self) -> Result<(), WriteError> {
+        let mut disk = self.lock_file();
+        if let Some(message) = &disk.failure {
+            return Err(self.error(message.clone()));
+        }
+        let mut batch = std::mem::take(&mut disk.spare);
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            std::mem::swap(&mut batch, &mut *pending);
+        }
+        if batch.is_empty() {
+            disk.spare = batch;
+            return Ok(());
+        }
+        let written = open(&self.path, &mut disk.file).and_then(|f| f.write_all(&batch));
+        batch.clear();
+        disk.spare = batch;
+        written.map_err(|e| {
+            tracing::error!(path = %self.path.display(), error = %e, "session file write failed");
+            let message = e.to_string();
+            disk.failure = Some(message.clone());
+            self.failed.store(true, Ordering::Release);
+            self.error(message)
+        })
     }
 
-    fn closed(&self) -> WriteError {
+    fn failure(&self) -> WriteError {
+        let message = self.lock_file().failure.clone().unwrap_or_default();
+        self.error(message)
+    }
+
+    fn error(&self, message: String) -> WriteError {
         WriteError {
             path: self.path.clone(),
-            message: "writer stopped".into(),
+            message,
         }
+    }
+
+    fn lock_file(&self) -> MutexGuard<'_, Disk> {
+        self.file.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-async fn wait(path: PathBuf, done: oneshot::Receiver<Result<(), String>>) -> Result<(), WriteError> {
-    match done.await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(message)) => Err(WriteError { path, message }),
-        Err(_) => Err(WriteError {
-            path,
-            message: "writer stopped".into(),
-        }),
+impl Journal for Shared {
+    fn commit(&self) {
+        // A failure is remembered and reported to the agent by its next append, commit or sync.
+        let _ = self.write_pending();
     }
 }
 
-fn run(path: &Path, rx: &mpsc::Receiver<Command>) {
-    let mut file: Option<File> = None;
-    let mut failure: Option<String> = None;
-    while let Ok(command) = rx.recv() {
-        match command {
-            Command::Line(mut line, ack) => {
-                let result = match &failure {
-                    Some(message) => Err(message.clone()),
-                    None => {
-                        line.push('\n');
-                        let written = open(path, &mut file).and_then(|f| f.write_all(line.as_bytes()));
-                        written.map_err(|e| {
-                            tracing::error!(path = %path.display(), error = %e, "session file write failed");
-                            let message = e.to_string();
-                            failure = Some(message.clone());
-                            message
-                        })
-                    }
-                };
-                if let Some(ack) = ack {
-                    let _ = ack.send(result);
-                }
-            }
-            Command::Rotate(to, ack) => {
-                // Writes are unbuffered: dropping the file loses nothing.
-                file = None;
-                let result = std::fs::rename(path, &to)
-                    // The new file exists at once, even before its first record.
-                    .and_then(|()| crate::private_files::create(path).map(drop))
-                    .map_err(|e| e.to_string());
-                if let Err(message) = &result {
-                    tracing::error!(path = %path.display(), error = %message, "rotation failed");
-                }
-                let _ = ack.send(result);
-            }
-            Command::Flush(ack) => {
-                // Every earlier record was written by the time this command is taken off the queue.
-                let _ = ack.send(failure.clone().map_or(Ok(()), Err));
-            }
-            Command::Sync(ack) => {
-                let result = match (&failure, file.as_mut()) {
-                    (Some(message), _) => Err(message.clone()),
-                    (None, Some(f)) => f.sync_data().map_err(|e| e.to_string()),
-                    (None, None) => Ok(()),
-                };
-                let _ = ack.send(result);
-            }
-        }
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let _ = self.write_pending();
     }
 }
 
@@ -201,25 +252,27 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn appends_whole_lines_and_acks_flush_and_sync() {
+    async fn appends_whole_lines_and_syncs() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/x.jsonl");
-        let writer = LineWriter::spawn(&path);
-        writer.append("{\"a\":1}".into()).unwrap();
-        writer.append("{\"b\":2}".into()).unwrap();
-        writer.sync().await.unwrap();
+        let file = SessionFile::new(&path);
+        file.append("{\"a\":1}").unwrap();
+        file.append_pieces(&[b"{\"b\"", b":2}"]).unwrap();
+        assert!(!path.exists(), "nothing is written before a commit");
+        file.sync().await.unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"b\":2}\n");
     }
 
-    #[tokio::test]
-    async fn rotation_moves_the_old_records_and_starts_a_new_file() {
+    #[test]
+    fn rotation_moves_the_old_records_and_starts_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("context.jsonl");
-        let writer = LineWriter::spawn(&path);
-        writer.append("old".into()).unwrap();
-        writer.rotate(dir.path().join("context_1.jsonl")).await.unwrap();
-        writer.append("new".into()).unwrap();
-        writer.flush().await.unwrap();
+        let file = SessionFile::new(&path);
+        file.append("old").unwrap();
+        file.rotate(&dir.path().join("context_1.jsonl")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        file.append("new").unwrap();
+        file.commit().unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.path().join("context_1.jsonl")).unwrap(),
             "old\n"
@@ -227,38 +280,63 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
     }
 
-    #[tokio::test]
-    async fn a_torn_tail_left_by_a_crash_is_cut_before_the_first_append() {
+    #[test]
+    fn a_torn_tail_left_by_a_crash_is_cut_before_the_first_write() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wire.jsonl");
         std::fs::write(&path, "{\"a\":1}\n{\"torn\": \"rec").unwrap();
-        let writer = LineWriter::spawn(&path);
-        writer.append("{\"b\":2}".into()).unwrap();
-        writer.flush().await.unwrap();
+        let file = SessionFile::new(&path);
+        file.append("{\"b\":2}").unwrap();
+        file.commit().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"b\":2}\n");
     }
 
-    #[tokio::test]
-    async fn an_acknowledged_write_is_in_the_file_when_it_returns() {
+    #[test]
+    fn a_committed_batch_is_in_the_file_when_commit_returns() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.jsonl");
-        let writer = LineWriter::spawn(&path);
+        let file = SessionFile::new(&path);
         for i in 0..100 {
-            writer.write(format!("{{\"n\":{i}}}")).await.unwrap();
+            file.append(&format!("{{\"n\":{i}}}")).unwrap();
+            file.commit().unwrap();
             let text = std::fs::read_to_string(&path).unwrap();
             assert_eq!(text.lines().count(), i + 1);
         }
     }
 
-    #[tokio::test]
-    async fn a_failed_write_is_reported_to_later_callers() {
+    #[test]
+    fn what_is_left_is_written_when_the_last_handle_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        let file = SessionFile::new(&path);
+        file.append("last").unwrap();
+        drop(file);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "last\n");
+    }
+
+    #[test]
+    fn a_large_backlog_is_written_without_a_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        let file = SessionFile::new(&path);
+        let record = "x".repeat(1000);
+        for _ in 0..(COMMIT_AT / 1000 + 1) {
+            file.append(&record).unwrap();
+        }
+        assert!(std::fs::metadata(&path).unwrap().len() >= COMMIT_AT as u64);
+    }
+
+    #[test]
+    fn a_failed_write_is_reported_to_later_callers() {
         let dir = tempfile::tempdir().unwrap();
         // A directory where the file should be makes every write fail.
         let path = dir.path().join("blocked");
         std::fs::create_dir(&path).unwrap();
-        let writer = LineWriter::spawn(&path);
-        writer.append("x".into()).unwrap();
-        let err = writer.flush().await.unwrap_err();
+        let file = SessionFile::new(&path);
+        file.append("x").unwrap();
+        let err = file.commit().unwrap_err();
         assert_eq!(err.path, path);
+        assert!(file.append("y").is_err());
+        assert!(file.commit().is_err());
     }
 }

@@ -184,6 +184,7 @@ pub struct SoulParts {
 impl Soul {
     /// Builds a soul.
     pub fn new(parts: SoulParts) -> Self {
+        parts.context.attach(parts.events.client());
         Self {
             llm: parts.llm,
             model: parts.model,
@@ -317,6 +318,15 @@ impl Soul {
             Some(recorder) => recorder.flush().await,
             None => Ok(()),
         };
+        context.and(wire)
+    }
+
+    /// Reports a write failure of either session file that is already known, without writing: the
+    /// check after each step. The stdout writer commits both files with every batch it sends, so a
+    /// failed write surfaces here a step later at most; [`Soul::persist`] writes and reports at once.
+    pub(crate) async fn check_files(&self) -> Result<(), WriteError> {
+        let context = self.context.lock().await.check();
+        let wire = self.events.recorder().map_or(Ok(()), |recorder| recorder.check());
         context.and(wire)
     }
 

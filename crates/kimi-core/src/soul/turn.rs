@@ -227,7 +227,7 @@ impl Soul {
                 Ok(outcome) => outcome,
                 Err(e) => return Err(self.step_failed(e).await),
             };
-            if let Err(e) = self.persist(false).await {
+            if let Err(e) = self.check_files().await {
                 return Err(self.step_failed(internal(e)).await);
             }
             let steered = self.consume_steers().await?;

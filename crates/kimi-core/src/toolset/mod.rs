@@ -55,6 +55,10 @@ pub struct Toolset {
     tools: RwLock<Vec<Arc<dyn Tool>>>,
     hidden: RwLock<BTreeSet<String>>,
     budget: RwLock<Arc<OutputBudget>>,
+    /// The visible specs as last built, until a tool is registered, removed, hidden or shown: every
+    /// step hands them to the model, and cloning each tool's JSON schema per step was a third of a
+    /// step's instructions (docs/benchmarks.md, issue 20).
+    specs: RwLock<Option<Arc<[ToolSpec]>>>,
 }
 
 impl Toolset {
@@ -71,12 +75,14 @@ impl Toolset {
             Some(slot) => *slot = tool,
             None => tools.push(tool),
         }
+        *write(&self.specs) = None;
     }
 
     /// Removes the tool called `name`, if any.
     pub fn remove(&self, name: &str) -> Option<Arc<dyn Tool>> {
         let mut tools = write(&self.tools);
         let index = tools.iter().position(|t| t.spec().name == name)?;
+        *write(&self.specs) = None;
         Some(tools.remove(index))
     }
 
@@ -93,16 +99,24 @@ impl Toolset {
         } else {
             set.remove(name);
         }
+        *write(&self.specs) = None;
     }
 
     /// The specs of the visible tools, for the model request.
-    pub fn specs(&self) -> Vec<ToolSpec> {
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        if let Some(specs) = read(&self.specs).as_ref() {
+            return Arc::clone(specs);
+        }
+        // Built under the tools' lock, so a registration cannot slip between building and caching.
+        let tools = read(&self.tools);
         let hidden = read(&self.hidden);
-        read(&self.tools)
+        let specs: Arc<[ToolSpec]> = tools
             .iter()
             .filter(|t| !hidden.contains(&t.spec().name))
             .map(|t| t.spec().clone())
-            .collect()
+            .collect();
+        *write(&self.specs) = Some(Arc::clone(&specs));
+        specs
     }
 
     /// Sets the output budget, e.g. [`OutputBudget::for_session`] once the session folder is known.
@@ -484,5 +498,65 @@ fn tool_output_text(value: &ToolReturnValue) -> String {
             .filter_map(kimi_wire::message::ContentPart::as_text)
             .collect::<Vec<_>>()
             .join(""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug)]
+    struct Named(ToolSpec);
+
+    impl Tool for Named {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+
+        fn plan(
+            self: Arc<Self>,
+            _args: Value,
+            _ctx: CallContext,
+        ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
+            Box::pin(async { Err(ToolReturnValue::error("unused", "unused", "")) })
+        }
+    }
+
+    fn tool(name: &str, description: &str) -> Arc<dyn Tool> {
+        Arc::new(Named(ToolSpec {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            parameters: json!({"type": "object"}),
+        }))
+    }
+
+    fn names(toolset: &Toolset) -> Vec<String> {
+        toolset
+            .specs()
+            .iter()
+            .map(|s| format!("{}: {}", s.name, s.description))
+            .collect()
+    }
+
+    #[test]
+    fn the_cached_specs_follow_every_change_of_the_tools() {
+        let toolset = Toolset::new();
+        toolset.register(tool("A", "first"));
+        toolset.register(tool("B", "second"));
+        assert_eq!(names(&toolset), ["A: first", "B: second"]);
+        assert!(
+            Arc::ptr_eq(&toolset.specs(), &toolset.specs()),
+            "built once, then shared"
+        );
+        toolset.set_hidden("A", true);
+        assert_eq!(names(&toolset), ["B: second"]);
+        toolset.set_hidden("A", false);
+        toolset.register(tool("B", "replaced"));
+        assert_eq!(names(&toolset), ["A: first", "B: replaced"]);
+        toolset.remove("A");
+        toolset.register(tool("C", "third"));
+        assert_eq!(names(&toolset), ["B: replaced", "C: third"]);
     }
 }

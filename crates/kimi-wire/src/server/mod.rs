@@ -6,6 +6,7 @@
 //! pending request is abandoned → in-flight handlers and the running turn get a grace period → the agent
 //! is told to shut down → the writer drains what is queued and stops.
 
+mod outbox;
 pub mod pending;
 mod turn;
 pub mod writer;
@@ -20,8 +21,7 @@ use futures::FutureExt as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, BufReader};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncRead, BufReader};
 use tokio::task::{self, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +35,8 @@ use crate::methods;
 use crate::named::from_value_named;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
 use crate::side_question;
+pub(crate) use outbox::Outbox;
+pub use outbox::{IdleSignal, Journal, JournalLink};
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
 pub(crate) use turn::TurnSlot;
 pub use turn::{AgentTurn, TurnStarter};
@@ -54,6 +56,9 @@ pub struct ServerConfig {
     pub max_line_bytes: usize,
     /// How long in-flight handlers may take to wind down once the input has ended.
     pub shutdown_grace: Duration,
+    /// When given, the stdout writer is woken by this signal (the runtime going idle) rather than by
+    /// each line: see [`IdleSignal`].
+    pub idle: Option<IdleSignal>,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +66,7 @@ impl Default for ServerConfig {
         Self {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             shutdown_grace: SHUTDOWN_GRACE,
+            idle: None,
         }
     }
 }
@@ -72,23 +78,26 @@ pub struct Server {
     client: ClientHandle,
     pending: Arc<PendingRequests>,
     turn: Arc<TurnSlot>,
-    rx: mpsc::Receiver<String>,
+    outbox: Arc<Outbox>,
 }
 
 impl Server {
     /// A server and the handle the agent uses to reach the client.
     pub fn new(config: ServerConfig) -> (Self, ClientHandle) {
-        let (tx, rx) = mpsc::channel(writer::OUTBOX_CAPACITY);
+        let outbox = Outbox::new();
+        if let Some(idle) = &config.idle {
+            idle.attach(&outbox);
+        }
         let pending = Arc::new(PendingRequests::default());
         let turn = Arc::new(TurnSlot::default());
-        let client = ClientHandle::new(tx, Arc::clone(&pending), Arc::clone(&turn));
+        let client = ClientHandle::new(Arc::clone(&outbox), Arc::clone(&pending), Arc::clone(&turn));
         (
             Self {
                 config,
                 client: client.clone(),
                 pending,
                 turn,
-                rx,
+                outbox,
             },
             client,
         )
@@ -100,10 +109,10 @@ impl Server {
     }
 
     /// Serves until the input ends or `shutdown` completes. Returns when everything queued is written.
-    pub async fn run<R, W, A, S>(self, input: R, output: W, agent: Arc<A>, shutdown: S)
+    /// `output` is the process's stdout ([`writer::Output::stdout`]) or any async stream.
+    pub async fn run<R, A, S>(self, input: R, output: impl Into<writer::Output>, agent: Arc<A>, shutdown: S)
     where
         R: AsyncRead + Unpin,
-        W: AsyncWrite + Unpin + Send + 'static,
         A: WireAgent,
         S: Future<Output = ()>,
     {
@@ -112,11 +121,10 @@ impl Server {
             client,
             pending,
             turn,
-            rx,
+            outbox,
         } = self;
-        let closing = CancellationToken::new();
         let lost = CancellationToken::new();
-        let writer = tokio::spawn(writer::run(rx, output, closing.clone(), lost.clone()));
+        let writer = writer::spawn(Arc::clone(&outbox), output.into(), lost.clone());
 
         let mut dispatcher = Dispatcher {
             client,
@@ -180,7 +188,7 @@ impl Server {
             }
         }
         agent.shutdown().await;
-        closing.cancel();
+        outbox.close();
         drop(dispatcher);
         let _ = writer.await;
     }
