@@ -257,9 +257,8 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
-    let approvals = Arc::new(
-        ApprovalRuntime::new(client.clone(), approval_state).with_details(config.approval_details),
-    );
+    let approvals =
+        Arc::new(ApprovalRuntime::new(client.clone(), approval_state).with_details(config.approval_details));
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
         kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
@@ -499,9 +498,7 @@ impl HeldSession {
 }
 
 fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
-    slot.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take()
+    kimi_core::sync::lock(slot).take()
 }
 
 #[async_trait]

@@ -19,6 +19,7 @@
 //! - [`reminders`]: what each mode owes the model (plan mode, afk), told in system reminders;
 //!   [`plan`]: plan mode's switch and plan file.
 //! - [`private_files`]: the share directory's modes (0700 directories, 0600 files).
+//! - [`sync`]: locks that a panic elsewhere does not make unusable.
 //! - [`auth`]: signing in to a Kimi account (`login`, `logout`) and sending its tokens.
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
@@ -53,6 +54,7 @@ pub mod slash;
 pub mod soul;
 pub mod state;
 pub mod subagent;
+pub mod sync;
 pub mod text;
 pub mod title;
 pub mod toolset;

@@ -23,6 +23,7 @@ use kimi_wire::message::{
 use kimi_wire::{Answer, ClientHandle, RequestScope};
 use serde::{Deserialize, Serialize};
 
+use crate::sync::lock;
 use crate::toolset::ApprovalAsk;
 
 /// Where an approval request comes from.
@@ -305,10 +306,6 @@ pub fn describe(ask: &ApprovalAsk, details: bool) -> String {
         "{} (approve for session covers every \"{}\" request)",
         ask.description, ask.action
     )
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -405,9 +405,7 @@ impl TaskManager {
 
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
-        self.tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.tasks)
     }
 
     fn get(&self, id: &str) -> Option<TaskView> {

@@ -71,10 +71,7 @@ impl WireRecorder {
         self.has_records.store(true, std::sync::atomic::Ordering::Relaxed);
         // Queued under the lock, so concurrent callers cannot reorder records.
         let written = {
-            let mut held = self
-                .held
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut held = crate::sync::lock(&self.held);
             match held.take() {
                 None => {
                     *held = Some(message);
@@ -116,10 +113,7 @@ impl WireRecorder {
 
     async fn release(&self) -> Result<(), WriteError> {
         let written = {
-            let mut held = self
-                .held
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut held = crate::sync::lock(&self.held);
             held.take().and_then(|message| self.queue(&message))
         };
         match written {

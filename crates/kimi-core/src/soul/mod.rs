@@ -27,6 +27,7 @@ use crate::plan::PlanMode;
 use crate::recorder::WriteError;
 use crate::reminders::Reminders;
 use crate::skills::Skills;
+use crate::sync::lock;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use compaction::CompactionTrigger;
@@ -331,8 +332,4 @@ impl Soul {
         let recorded = self.events.recorder().is_some_and(|r| r.has_records());
         !recorded && self.context.lock().await.is_empty()
     }
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

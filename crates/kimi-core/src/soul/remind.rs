@@ -2,8 +2,9 @@
 //! injection"): the due reminders go into the context as one user message. See [`crate::reminders`].
 
 use super::turn::internal;
-use super::{Soul, TurnError, lock};
+use super::{Soul, TurnError};
 use crate::reminders::{ModeFacts, PlanFacts, Reminders};
+use crate::sync::lock;
 
 impl Soul {
     /// Sets the reminders this soul owes its model (the root agent's; subagents keep none).

@@ -20,11 +20,11 @@ use kimi_wire::message::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::lock;
 use super::message::tool_result_message;
 use super::turn::internal;
 use super::{Soul, TurnError};
 use crate::approval::ApprovalSource;
+use crate::sync::lock;
 use crate::toolset::{CallResult, Dispatch, StepCalls, StepVerdict};
 
 /// Whether the loop goes on after a step.

@@ -47,8 +47,8 @@ impl Soul {
     ) -> Result<TurnOutcome, TurnError> {
         // Stale steers from an earlier turn do not leak into this one.
         let _ = self.take_steers();
-        super::lock(&self.open_calls).clear();
-        super::lock(&self.dedup).reset();
+        crate::sync::lock(&self.open_calls).clear();
+        crate::sync::lock(&self.dedup).reset();
         let prompt = match &input {
             UserInput::Text(text) => text.clone(),
             UserInput::Parts(_) => String::new(),

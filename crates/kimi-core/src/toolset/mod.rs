@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::{ApprovalRuntime, ApprovalSource, Verdict};
 use crate::config::HookEvent;
 use crate::hooks::{HookDecision, HookEngine, input as hook_input};
+use crate::sync::{lock, read, write};
 pub use budget::{MODEL_OUTPUT_MAX_CHARS, OutputBudget, TOOL_OUTPUTS_DIR};
 use dedup::Verdict as DedupVerdict;
 pub use dedup::{
@@ -461,18 +462,6 @@ fn parse_arguments(arguments: Option<&str>) -> Result<Value, serde_json::Error> 
         None | Some("") => Ok(Value::Object(Default::default())),
         Some(text) => serde_json::from_str(text),
     }
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The text a PostToolUse hook sees as `tool_output`.
