@@ -178,9 +178,9 @@ fn dismissed() -> ToolReturnValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::FakeClient;
     use kimi_core::approval::ApprovalState;
     use kimi_core::toolset::Effect;
+    use kimi_wire::testing::FakeClient;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 

@@ -34,8 +34,6 @@ mod plan;
 mod question;
 mod shell;
 mod task;
-#[cfg(test)]
-mod testutil;
 mod todo;
 pub mod web;
 
@@ -267,8 +265,8 @@ pub(crate) fn tool_spec<T: schemars::JsonSchema>(name: &str, description: impl I
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::FakeClient;
     use kimi_core::approval::ApprovalState;
+    use kimi_wire::testing::FakeClient;
     use pretty_assertions::assert_eq;
 
     fn deps(client: &FakeClient, tasks: &crate::task::testing::Tasks) -> ToolDeps {

@@ -16,6 +16,7 @@
 //! - [`WireAgent`]: the trait the agent core implements; [`ClientHandle`]: how it talks back;
 //!   [`TurnStarter`]: how it starts a turn of its own (a scheduled prompt) when none runs.
 //! - [`schema`]: JSON Schema and TypeScript export of the types.
+//! - `testing` (feature `test-support`): a fake client on an in-memory pipe, for other crates' tests.
 //!
 //! One rule holds everywhere: only the writer task touches stdout. This crate knows nothing of models or
 //! tools; it drives the agent through [`WireAgent`].
@@ -31,6 +32,8 @@ pub mod named;
 pub mod params;
 pub mod schema;
 pub mod server;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 
 pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
 pub use error_code::RpcError;
