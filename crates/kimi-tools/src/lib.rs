@@ -16,7 +16,6 @@
 //! - [`web`]: FetchURL and SearchWeb (the latter only with `[services.moonshot_search]`).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
 //! - [`args`]: argument checks with the reference's (pydantic's) messages.
-//! - [`json`]: JSON spaced as Python's `json.dumps` writes it, for outputs the reference builds that way.
 //! - `descriptions/`: one Markdown description per tool, in our own words.
 //!
 //! This crate knows nothing of the agent loop, approvals or the wire beyond the types it receives in
@@ -28,7 +27,6 @@ mod ask_user;
 mod cron;
 // The file tools; their constructors are not in `build_tool` yet (the lead wires them).
 pub mod file;
-pub mod json;
 pub mod output;
 mod plan;
 mod question;
