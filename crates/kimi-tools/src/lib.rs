@@ -25,7 +25,6 @@ mod agent;
 pub mod args;
 mod ask_user;
 mod cron;
-// The file tools; their constructors are not in `build_tool` yet (the lead wires them).
 pub mod file;
 pub mod output;
 mod plan;
