@@ -14,6 +14,8 @@
 //! kinds whose text the reference fixes (its clients and tests match it), unless `approval_details`
 //! asks for it there too.
 
+mod effect;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -24,7 +26,8 @@ use kimi_wire::{Answer, ClientHandle, RequestScope};
 use serde::{Deserialize, Serialize};
 
 use crate::sync::lock;
-use crate::toolset::ApprovalAsk;
+
+pub use effect::{ApprovalAsk, Effect};
 
 /// Where an approval request comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

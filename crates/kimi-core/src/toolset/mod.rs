@@ -27,6 +27,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::approval::{ApprovalAsk, Effect};
 use crate::approval::{ApprovalRuntime, ApprovalSource, Verdict};
 use crate::config::HookEvent;
 use crate::hooks::{HookDecision, HookEngine, input as hook_input};
@@ -39,7 +40,7 @@ pub use dedup::{
 };
 pub use external::{ExternalTool, SchemaError};
 use schedule::{Lane, Schedule, SlotGuard};
-pub use tool::{Access, ApprovalAsk, CallContext, Effect, Plan, Tool, UserRejection, parse_args, schema_for};
+pub use tool::{Access, CallContext, Plan, Tool, UserRejection, parse_args, schema_for};
 
 /// The message the model gets when the user rejects a call without saying why (reference text).
 pub const REJECTED_MESSAGE: &str = "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.";
