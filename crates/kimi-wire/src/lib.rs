@@ -35,11 +35,14 @@ pub mod server;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
-pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
+pub use agent::WireAgent;
 pub use error_code::RpcError;
 pub use event_filter::{EventFilter, TS_SDK_0_1_EVENTS};
 pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
-pub use server::{AgentTurn, Server, ServerConfig, TurnStarter};
+pub use server::{
+    AgentTurn, ClientHandle, ConnectionClosed, SendRequestError, Server, ServerConfig, ShuttingDown,
+    TurnStarter,
+};
 
 /// The protocol version this server speaks.
 pub const PROTOCOL_VERSION: &str = "1.10";
