@@ -223,7 +223,7 @@ impl WireAgent for CoreAgent {
                 Err(RpcError::auth_expired())
             }
             Err(TurnError::Provider(e)) => Err(RpcError::chat_provider(e.to_string())),
-            Err(TurnError::Internal(message)) => Err(RpcError::internal(message)),
+            Err(e @ TurnError::SessionFile(_)) => Err(RpcError::internal(e.to_string())),
         }
     }
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::ApprovalSource;
 use crate::skills::{SkillCommand, Skills};
-use crate::soul::{Soul, TurnError, TurnOutcome, internal};
+use crate::soul::{Soul, TurnError, TurnOutcome};
 
 /// A command name with its description and aliases, as `initialize` lists them.
 struct Command {
@@ -149,7 +149,7 @@ impl Soul {
             Some("yolo") => self.toggle_yolo().await,
             Some("afk") => self.toggle_afk().await,
             Some("clear") => {
-                self.context.lock().await.clear().await.map_err(internal)?;
+                self.context.lock().await.clear().await?;
                 self.say("The context has been cleared.").await;
                 self.events
                     .emit(Event::StatusUpdate(self.context_status().await))

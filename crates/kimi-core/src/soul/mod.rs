@@ -33,7 +33,6 @@ use crate::toolset::{DedupTracker, Toolset};
 pub(crate) use compaction::CompactionTrigger;
 pub use message::{system, tool_result_message};
 pub use retry::RetryBackoff;
-pub(crate) use turn::internal;
 
 /// Loop limits (config `loop_control`, overridable by flags).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -96,9 +95,10 @@ pub enum TurnError {
     /// The provider failed after retries (-32003).
     #[error(transparent)]
     Provider(#[from] ChatError),
-    /// Anything else (-32603); carries `"{Type}: {message}"`.
-    #[error("{0}")]
-    Internal(String),
+    /// A session file (`context.jsonl`, `wire.jsonl`) could not be written (-32603): the turn stops,
+    /// since what it did could not be resumed. Not retried.
+    #[error("SessionFileError: {0}")]
+    SessionFile(#[from] WriteError),
 }
 
 /// One session's agent: model, context, tools and the state a turn reads.
