@@ -1,7 +1,7 @@
 //! The agent loop: a turn is a sequence of steps; a step is one model call plus the tool calls it asked
 //! for. See [`Soul::run_turn`].
 
-mod compaction;
+pub(crate) mod compaction;
 mod message;
 mod notify;
 mod remind;
@@ -30,7 +30,6 @@ use crate::skills::Skills;
 use crate::sync::lock;
 use crate::toolset::{DedupTracker, Toolset};
 
-pub(crate) use compaction::CompactionTrigger;
 pub use message::{system, tool_result_message};
 pub use retry::RetryBackoff;
 
