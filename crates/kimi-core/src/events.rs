@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use kimi_wire::message::{Event, Request, SubagentEvent, WireMessage};
-use kimi_wire::{ClientHandle, PendingAnswer, RequestScope, SendRequestError};
+use kimi_wire::message::{ClientRequest, Event, SubagentEvent, WireMessage};
+use kimi_wire::{ClientHandle, NoAnswer, Reply, RequestScope, SendRequestError};
 
 use crate::recorder::WireRecorder;
 
@@ -131,20 +131,30 @@ impl EventSink {
         }
     }
 
-    /// Sends a turn request (external tool call, question) and records it.
-    pub async fn request(
+    /// Sends a turn request (external tool call, question) and records it; the answer comes through
+    /// the returned [`Reply`].
+    pub async fn send<R: ClientRequest>(
         &self,
-        request: Request,
+        request: R,
         scope: RequestScope,
-    ) -> Result<PendingAnswer, SendRequestError> {
+    ) -> Result<Reply<R::Answer>, SendRequestError> {
         // A background agent's questions outlive the turn that started it, as its approvals do.
         let scope = match self.delivery {
             Delivery::Observer(_) => RequestScope::Session,
             _ => scope,
         };
-        let waiter = self.client.send_request(&request, scope).await;
-        self.record(WireMessage::Request(request)).await;
-        waiter
+        let reply = self.client.send(&request, scope).await;
+        self.record(WireMessage::Request(request.into())).await;
+        reply
+    }
+
+    /// [`EventSink::send`], then waits for the answer.
+    pub async fn ask<R: ClientRequest>(
+        &self,
+        request: R,
+        scope: RequestScope,
+    ) -> Result<R::Answer, NoAnswer> {
+        Ok(self.send(request, scope).await?.answer().await?)
     }
 
     async fn record(&self, message: WireMessage) {

@@ -38,7 +38,7 @@ pub mod testing;
 pub use agent::WireAgent;
 pub use error_code::RpcError;
 pub use event_filter::{EventFilter, TS_SDK_0_1_EVENTS};
-pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
+pub use server::pending::{Abandoned, Answer, NoAnswer, Reply, RequestScope};
 pub use server::{
     AgentTurn, ClientHandle, ConnectionClosed, SendRequestError, Server, ServerConfig, ShuttingDown,
     TurnStarter,

@@ -19,10 +19,8 @@ mod effect;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use kimi_wire::message::{
-    ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSourceKind, Event, Request,
-};
-use kimi_wire::{Answer, ClientHandle, RequestScope};
+use kimi_wire::message::{ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSourceKind, Event};
+use kimi_wire::{Answer, ClientHandle, NoAnswer, RequestScope};
 use serde::{Deserialize, Serialize};
 
 use crate::sync::lock;
@@ -183,7 +181,7 @@ impl ApprovalRuntime {
             }
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let request = Request::ApprovalRequest(ApprovalRequest {
+        let request = ApprovalRequest {
             id: id.clone(),
             tool_call_id: tool_call_id.to_owned(),
             sender: sender.to_owned(),
@@ -195,7 +193,7 @@ impl ApprovalRuntime {
             agent_id: source.agent_id.clone(),
             subagent_type: source.subagent_type.clone(),
             source_description: None,
-        });
+        };
         lock(&self.pending).insert(
             id.clone(),
             PendingApproval {
@@ -208,22 +206,20 @@ impl ApprovalRuntime {
             ApprovalSourceKind::ForegroundTurn => RequestScope::Turn,
             ApprovalSourceKind::BackgroundAgent => RequestScope::Session,
         };
-        let answer = match self.client.send_request(&request, scope).await {
-            Ok(waiter) => waiter.wait().await,
-            Err(e) => {
-                tracing::warn!(error = %e, "approval request could not be sent; rejecting");
-                Answer::Abandoned(kimi_wire::Abandoned::ConnectionClosed)
-            }
-        };
-        let (decision, feedback) = match answer {
-            Answer::Result(value) => match kimi_wire::named::from_value_named::<ApprovalAnswer>(&value) {
-                Ok(answer) => (answer.response, answer.feedback),
-                Err(e) => {
-                    tracing::warn!(error = %e, "malformed approval answer; rejecting");
-                    (ApprovalDecision::Reject, String::new())
+        let (decision, feedback) = match self.client.ask(&request, scope).await {
+            Ok(answer) => (answer.response, answer.feedback),
+            Err(why) => {
+                match why {
+                    NoAnswer::NotSent(e) => {
+                        tracing::warn!(error = %e, "approval request could not be sent; rejecting")
+                    }
+                    NoAnswer::Malformed(e) => {
+                        tracing::warn!(error = %e, "malformed approval answer; rejecting")
+                    }
+                    NoAnswer::Error(_) | NoAnswer::Abandoned(_) => {}
                 }
-            },
-            Answer::Error(_) | Answer::Abandoned(_) => (ApprovalDecision::Reject, String::new()),
+                (ApprovalDecision::Reject, String::new())
+            }
         };
         self.emit_response(&id, decision, &feedback).await;
         // Only now: a turn cancelled while the response is being emitted (a signal, EOF) drops this

@@ -163,7 +163,8 @@ impl Soul {
                 if self.llm.is_none() {
                     return Err(TurnError::LlmNotSet);
                 }
-                self.compact(crate::soul::compaction::CompactionTrigger::Manual, args).await?;
+                self.compact(crate::soul::compaction::CompactionTrigger::Manual, args)
+                    .await?;
                 self.say("The context has been compacted.").await;
                 self.events
                     .emit(Event::StatusUpdate(self.context_status().await))

@@ -5,11 +5,11 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::mpsc;
 
-use super::pending::{DuplicateId, PendingAnswer, PendingRequests, RequestScope};
+use super::pending::{DuplicateId, NoAnswer, PendingRequests, Reply, RequestScope};
 use super::turn::TurnSlot;
 use crate::event_filter::EventFilter;
 use crate::jsonrpc;
-use crate::message::{Event, Request};
+use crate::message::{ClientRequest, Event, Request};
 
 /// The connection went away; nothing more can be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -87,20 +87,32 @@ impl ClientHandle {
         self.events.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Sends a request whose answer is awaited through the returned [`PendingAnswer`]. The id is the
-    /// payload's own id, as in the reference.
-    pub async fn send_request(
+    /// Asks the client `request` and waits for its answer, typed; or says why there is none.
+    /// Dropping the future (a cancelled turn, a timeout) unregisters the request.
+    pub async fn ask<R: ClientRequest>(
         &self,
-        request: &Request,
+        request: &R,
         scope: RequestScope,
-    ) -> Result<PendingAnswer, SendRequestError> {
+    ) -> Result<R::Answer, NoAnswer> {
+        Ok(self.send(request, scope).await?.answer().await?)
+    }
+
+    /// Sends `request`, whose answer is awaited through the returned [`Reply`] (for an asker that does
+    /// something between the two: records the request, races the answer against a cancel). The id is
+    /// the payload's own id, as in the reference.
+    pub async fn send<R: ClientRequest>(
+        &self,
+        request: &R,
+        scope: RequestScope,
+    ) -> Result<Reply<R::Answer>, SendRequestError> {
+        let request: Request = request.clone().into();
         let waiter = self.pending.register(request.id(), scope)?;
-        let line = jsonrpc::request_line("request", request.id(), request).map_err(|e| {
+        let line = jsonrpc::request_line("request", request.id(), &request).map_err(|e| {
             tracing::error!(error = %e, "request failed to serialize");
             ConnectionClosed
         })?;
         self.send_line(line).await?;
-        Ok(waiter)
+        Ok(Reply::new(waiter))
     }
 
     /// Sends a recorded request during `replay`: not registered, so the client's answer is ignored.
