@@ -1,5 +1,6 @@
 // Turns through the SDK's Session API: an approval, an external tool made with createExternalTool, a
-// question answered with respondQuestion, plan mode on and off, a subagent, retries and MCP loading.
+// question answered with respondQuestion, plan mode on and off, a subagent, retries, MCP loading and an
+// MCP call's approval.
 // No flow may give the SDK an event it cannot parse.
 
 import assert from "node:assert/strict";
@@ -208,6 +209,34 @@ test("retries, a subagent and MCP loading give the SDK nothing it cannot parse",
     if (mcpServer) {
       assert.ok(recorded.has("MCPLoadingBegin") && recorded.has("MCPLoadingEnd"), [...recorded].join());
     }
+  } finally {
+    await session.close();
+  }
+});
+
+test("an MCP call's approval shows its arguments and the SDK parses it", async (t) => {
+  const mcpServer = process.env.KIMI_AGENT_MCP_TEST_SERVER;
+  if (!mcpServer) {
+    t.skip("KIMI_AGENT_MCP_TEST_SERVER is not set");
+    return;
+  }
+  const h = home();
+  fs.writeFileSync(
+    path.join(h.share, "mcp.json"),
+    JSON.stringify({ mcpServers: { probe: { command: mcpServer, args: [] } } }),
+  );
+  const session = createSession(
+    sessionOptions(h, [toolCall("tc-m", "echo", { text: "from the sdk" }), "text: done"]),
+  );
+  try {
+    const { events, result } = await drive(session.prompt("echo it"));
+    assert.equal(result.status, "finished");
+    assertParsed(events);
+    // The SDK names itself in `initialize`, so it gets the details the reference leaves out.
+    const [request] = payloads(events, "ApprovalRequest");
+    assert.equal(request.description, 'Call MCP tool `echo`. (approve for session covers every "mcp:echo" request)');
+    assert.deepEqual(request.display, [{ type: "brief", text: 'Arguments: {"text":"from the sdk"}' }]);
+    assert.deepEqual(payloads(events, "ToolResult")[0].return_value.output, [{ type: "text", text: "echo:from the sdk" }]);
   } finally {
     await session.close();
   }

@@ -171,6 +171,19 @@ pub enum BuiltinAgent {
     Default,
     /// The Okabe agent.
     Okabe,
+    /// The tool set of Kimi Code (`Read`, `Write`, `Edit`, `Bash`, ...; shared/seeds/002).
+    KimiCode,
+}
+
+impl BuiltinAgent {
+    /// The agent file this built-in agent loads, or `None` for the default agent (the reference's
+    /// `okabe` differs from it only in its prompt, which we do not have, so it runs as the default).
+    pub fn agent_file(self) -> Option<&'static str> {
+        match self {
+            Self::Default | Self::Okabe => None,
+            Self::KimiCode => Some(kimi_core::agent_spec::KIMI_CODE_AGENT),
+        }
+    }
 }
 
 /// Subcommands.
@@ -616,6 +629,7 @@ mod tests {
     fn agent_is_default_or_okabe() {
         assert_eq!(ok(&["--agent", "okabe"]).agent, Some(BuiltinAgent::Okabe));
         assert_eq!(ok(&["--agent", "default"]).agent, Some(BuiltinAgent::Default));
+        assert_eq!(ok(&["--agent", "kimi-code"]).agent, Some(BuiltinAgent::KimiCode));
         assert!(parse(&["--agent", "other"]).is_err());
     }
 

@@ -77,7 +77,11 @@ fn main() -> ExitCode {
         max_steps_per_turn: cli.max_steps_per_turn,
         max_retries_per_step: cli.max_retries_per_step,
         add_dirs: cli.add_dirs,
-        agent_file: cli.agent_file,
+        agent_file: cli.agent_file.or_else(|| {
+            cli.agent
+                .and_then(cli::BuiltinAgent::agent_file)
+                .map(std::path::PathBuf::from)
+        }),
         skills_dirs: cli.skills_dirs,
         mcp_sources,
     };

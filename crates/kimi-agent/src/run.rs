@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use async_trait::async_trait;
 use kimi_core::agent_spec::{self, AgentSpec};
-use kimi_core::approval::{ApprovalRuntime, ApprovalState};
+use kimi_core::approval::{ApprovalDetails, ApprovalRuntime, ApprovalState};
 use kimi_core::background::TaskManager;
 use kimi_core::config::{self, Config, Env, HookEvent};
 use kimi_core::context::Context;
@@ -64,7 +64,7 @@ pub struct RunOptions {
     pub max_retries_per_step: Option<u64>,
     /// `--add-dir`.
     pub add_dirs: Vec<PathBuf>,
-    /// `--agent-file` (or the built-in agent when `None`).
+    /// `--agent-file`, or a built-in agent's `builtin:` path (`--agent`); the default agent when `None`.
     pub agent_file: Option<PathBuf>,
     /// `--skills-dir`s; when any are given they replace project and user skill discovery.
     pub skills_dirs: Vec<PathBuf>,
@@ -120,7 +120,10 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
     });
     // What does not depend on holding the session is read here, once: a broken agent file or MCP
     // configuration fails the start, whoever holds the session.
-    let mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
+    let mut mcp_servers = kimi_core::mcp::config::parse_sources(&options.mcp_sources)?;
+    if config.mcp_discover {
+        mcp_servers = discovered_mcp_servers(mcp_servers, &session.work_dir);
+    }
     let agent_path = options.agent_file.as_ref().map_or_else(
         || agent_spec::DEFAULT_AGENT.to_owned(),
         |p| p.to_string_lossy().into_owned(),
@@ -140,7 +143,10 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf) -> R
         name: "kimi-agent".into(),
         version: env!("CARGO_PKG_VERSION").into(),
     };
-    let mut builtin_tools: BTreeSet<String> = tool_names.iter().map(|name| (*name).to_owned()).collect();
+    let mut builtin_tools: BTreeSet<String> = tool_names
+        .iter()
+        .map(|name| kimi_tools::model_name(name).to_owned())
+        .collect();
     if let Some(tool) = SkillTool::new(Arc::clone(&skills)) {
         builtin_tools.insert(kimi_core::toolset::Tool::spec(&tool).name.clone());
     }
@@ -257,8 +263,10 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
-    let approvals =
-        Arc::new(ApprovalRuntime::new(client.clone(), approval_state).with_details(config.approval_details));
+    let approvals = Arc::new(
+        ApprovalRuntime::new(client.clone(), approval_state)
+            .with_details(ApprovalDetails::from(config.approval_details)),
+    );
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
         kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
@@ -290,7 +298,11 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         ))
     });
     let toolset = Arc::new(Toolset::new());
-    toolset.set_output_budget(kimi_core::toolset::OutputBudget::for_session(&session.dir));
+    // What the model's texts call its tools: the kimi-code agent's are `Read`, `Write`, `Edit`, ...
+    let model_tool_names = kimi_tools::tool_names(&spec.effective_tools());
+    toolset.set_output_budget(
+        kimi_core::toolset::OutputBudget::for_session(&session.dir).with_tool_names(model_tool_names),
+    );
     let notifications = Arc::new(NotificationQueue::open(&session.dir));
     let tasks = TaskManager::open(
         &session.dir,
@@ -391,7 +403,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
                 .into_iter()
                 .chain(std::iter::once(kimi_core::plan::plans_dir()))
                 .collect(),
-            secrets: kimi_tools::file::SecretFiles::new(&share_dir, config.source_file.as_deref()),
+            secrets: kimi_tools::file::SecretFiles::new(share_dir, config.source_file.as_deref()),
         },
     };
     register_tools(&toolset, tool_names, &deps);
@@ -421,8 +433,8 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         mcp_servers.clone(),
         McpSettings {
             tool_call_timeout: config.mcp.client.tool_call_timeout(),
+            tool_names: config.mcp_tool_names,
             share_dir: share_dir.clone(),
-            show_arguments: config.approval_details,
         },
         Arc::clone(soul.toolset()),
     );
@@ -435,9 +447,10 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         env: Arc::clone(&environment),
     });
     soul.attach_notifications(notifications);
-    soul.attach_reminders(kimi_core::reminders::Reminders::for_root(
-        !config.skip_afk_prompt_injection,
-    ));
+    soul.attach_reminders(
+        kimi_core::reminders::Reminders::for_root(!config.skip_afk_prompt_injection)
+            .with_tool_names(model_tool_names),
+    );
     let info = AgentInfo {
         server: server_info.clone(),
         share_dir: share_dir.clone(),
@@ -528,6 +541,26 @@ impl WireAgent for HeldSession {
     }
 }
 
+/// `ours` and, after them, the stdio servers other agents' configurations define (`mcp_discover`); a
+/// file or entry that cannot be used is logged and skipped.
+fn discovered_mcp_servers(
+    ours: Vec<kimi_core::mcp::ServerConfig>,
+    work_dir: &std::path::Path,
+) -> Vec<kimi_core::mcp::ServerConfig> {
+    let Some(home) = kimi_core::paths::home_dir() else {
+        tracing::warn!("mcp_discover: no home directory, nothing discovered");
+        return ours;
+    };
+    let found = kimi_core::mcp::discover::discover(&home, work_dir);
+    for warning in &found.warnings {
+        tracing::warn!("mcp_discover: {warning}");
+    }
+    for server in &found.servers {
+        tracing::info!(server = %server.server.name, file = %server.origin.display(), "MCP server discovered");
+    }
+    kimi_core::mcp::discover::merge(ours, &found)
+}
+
 /// The subagent types the agent file offers. A type whose agent file does not load is left out
 /// (logged), so one broken file does not take the others down.
 fn subagent_types(
@@ -561,21 +594,15 @@ fn model_switch(
     })
 }
 
-/// The built-in tools the agent file names, by the reference's `module:Class` paths or by our tool names;
-/// unknown ones are logged and left out.
-fn tool_names(paths: &[String]) -> Vec<&'static str> {
-    paths
+/// The built-in tools the agent file names (reference `module:Class` paths, our tool names, or the
+/// kimi-code profile's `kimi_code:` names), resolved; unknown ones are logged and left out.
+fn tool_names(entries: &[String]) -> Vec<&'static str> {
+    entries
         .iter()
-        .filter_map(|path| {
-            let name = kimi_tools::resolve_tool_path(path).or_else(|| {
-                kimi_tools::DEFAULT_TOOLS
-                    .iter()
-                    .chain(kimi_tools::OWN_TOOLS)
-                    .find(|name| **name == path.as_str())
-                    .copied()
-            });
+        .filter_map(|entry| {
+            let name = kimi_tools::resolve_entry(entry);
             if name.is_none() {
-                tracing::warn!(tool = %path, "unknown tool path in agent file; skipped");
+                tracing::warn!(tool = %entry, "unknown tool path in agent file; skipped");
             }
             name
         })

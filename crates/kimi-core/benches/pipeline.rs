@@ -60,6 +60,7 @@ impl Tool for Noop {
                         action: "run command".to_owned(),
                         description: "Run command `true`".to_owned(),
                         display: Vec::new(),
+                        detail_display: Vec::new(),
                         writes: Vec::new(),
                     },
                     run,

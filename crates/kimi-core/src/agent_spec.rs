@@ -2,8 +2,9 @@
 //!
 //! An agent file names a system prompt, its arguments, the tools (by the reference's `module:Class`
 //! paths, resolved to our tools by `kimi-tools`) and subagents; `extend` inherits from another file or
-//! from the built-in `default` agent, overriding only what the file sets. The built-in agents are our
-//! own files, embedded in the binary.
+//! from a built-in agent by name (`default`, `kimi-code`), overriding only what the file sets. The
+//! built-in agents are our own files, embedded in the binary: `default` offers the reference's tools,
+//! `kimi-code` the tool set of Kimi Code (shared/seeds/002).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,10 +38,38 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
         "builtin:default/system.md",
         include_str!("agents/default/system.md"),
     ),
+    (
+        "builtin:kimi-code/agent.yaml",
+        include_str!("agents/kimi-code/agent.yaml"),
+    ),
+    (
+        "builtin:kimi-code/coder.yaml",
+        include_str!("agents/kimi-code/coder.yaml"),
+    ),
+    (
+        "builtin:kimi-code/explore.yaml",
+        include_str!("agents/kimi-code/explore.yaml"),
+    ),
+    (
+        "builtin:kimi-code/plan.yaml",
+        include_str!("agents/kimi-code/plan.yaml"),
+    ),
 ];
 
 /// The built-in default agent.
 pub const DEFAULT_AGENT: &str = "builtin:default/agent.yaml";
+/// The built-in `kimi-code` agent (seeds/002's tool set).
+pub const KIMI_CODE_AGENT: &str = "builtin:kimi-code/agent.yaml";
+
+/// The agent file of the built-in agent called `name` (`default`, `kimi-code`), for `--agent` and for
+/// `extend` by name.
+pub fn builtin_agent(name: &str) -> Option<&'static str> {
+    match name {
+        "default" => Some(DEFAULT_AGENT),
+        "kimi-code" => Some(KIMI_CODE_AGENT),
+        _ => None,
+    }
+}
 
 /// Why an agent file could not be used (reference wording where it has one).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -151,13 +180,9 @@ pub struct AgentSpec {
 }
 
 impl AgentSpec {
-    /// Loads `path` (`default` or a `builtin:` path selects an embedded agent).
+    /// Loads `path` (a built-in agent's name or a `builtin:` path selects an embedded agent).
     pub fn load(path: &str) -> Result<Self, AgentSpecError> {
-        let path = if path == "default" {
-            DEFAULT_AGENT.to_owned()
-        } else {
-            path.to_owned()
-        };
+        let path = builtin_agent(path).map_or_else(|| path.to_owned(), str::to_owned);
         let text = read_file(&path).map_err(|_| AgentSpecError::NotFound(path.clone()))?;
         Self::from_text(&path, &text)
     }
@@ -282,11 +307,7 @@ fn parse_raw(path: &str, text: &str, depth: usize) -> Result<RawSpec, AgentSpecE
     let Some(extend) = spec.extend.take() else {
         return Ok(spec);
     };
-    let base_path = if extend == "default" {
-        DEFAULT_AGENT.to_owned()
-    } else {
-        sibling(path, &extend)
-    };
+    let base_path = builtin_agent(&extend).map_or_else(|| sibling(path, &extend), str::to_owned);
     let mut base = load_raw(&base_path, depth + 1)?;
     if spec.name.is_some() {
         base.name = spec.name;
@@ -324,10 +345,13 @@ mod tests {
     fn the_default_agent_lists_the_reference_tools_in_order() {
         let spec = AgentSpec::load("default").unwrap();
         // The reference's 17, then ours.
-        assert_eq!(spec.tools.len(), 20);
+        assert_eq!(spec.tools.len(), 21);
         assert_eq!(spec.tools[3], "kimi_cli.tools.shell:Shell");
         assert_eq!(spec.tools[16], "kimi_cli.tools.plan.enter:EnterPlanMode");
-        assert_eq!(spec.tools[17..], ["CronCreate", "CronList", "CronDelete"]);
+        assert_eq!(
+            spec.tools[17..],
+            ["CronCreate", "CronList", "CronDelete", "git_diff"]
+        );
         assert_eq!(
             spec.subagents.keys().collect::<Vec<_>>(),
             ["coder", "explore", "plan"]
@@ -350,7 +374,7 @@ mod tests {
         .unwrap();
         let spec = AgentSpec::load(file.to_str().unwrap()).unwrap();
         let tools = spec.effective_tools();
-        assert_eq!(tools.len(), 19);
+        assert_eq!(tools.len(), 20);
         assert!(!tools.iter().any(|t| t.ends_with(":Shell")));
         assert_eq!(spec.system_prompt_path, "builtin:default/system.md");
     }
@@ -366,6 +390,35 @@ mod tests {
         assert!(!coder.effective_tools().iter().any(|t| t.ends_with(":Agent")));
         assert!(coder.system_prompt_args["ROLE_ADDITIONAL"].contains("subagent"));
         assert!(coder.subagents.is_empty());
+    }
+
+    #[test]
+    fn kimi_code_is_built_in_and_extendable_by_name() {
+        let spec = AgentSpec::load("kimi-code").unwrap();
+        assert_eq!(spec, AgentSpec::load(KIMI_CODE_AGENT).unwrap());
+        assert_eq!(spec.tools[3], "kimi_code:Bash");
+        assert!(spec.tools.iter().all(|t| !t.starts_with("kimi_cli.")));
+        assert_eq!(spec.system_prompt_path, "builtin:default/system.md");
+        assert_eq!(
+            spec.subagents.keys().collect::<Vec<_>>(),
+            ["coder", "explore", "plan"]
+        );
+        assert_eq!(spec.subagents["coder"].path, "builtin:kimi-code/coder.yaml");
+        let coder = AgentSpec::load(&spec.subagents["coder"].path).unwrap();
+        assert!(coder.effective_tools().contains(&"kimi_code:Edit".to_owned()));
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mine.yaml");
+        std::fs::write(
+            &file,
+            "version: 1\nagent:\n  extend: kimi-code\n  exclude_tools: [\"kimi_code:Bash\"]\n",
+        )
+        .unwrap();
+        let mine = AgentSpec::load(file.to_str().unwrap()).unwrap();
+        assert_eq!(mine.effective_tools().len(), spec.tools.len() - 1);
+        assert!(mine.effective_tools().contains(&"kimi_code:Read".to_owned()));
+        assert!(!mine.effective_tools().contains(&"kimi_code:Bash".to_owned()));
+        assert_eq!(builtin_agent("okabe"), None);
     }
 
     #[test]

@@ -50,9 +50,15 @@ pub fn enable() {
     }
 }
 
-/// Registers process group `pgid`: the guardian kills it if we die.
-pub fn watch(pgid: u32) {
-    let mut state = lock();
+/// Starts the guardian process if it is wanted and not running yet. Called just before spawning a
+/// child: starting the guardian execs this binary, which takes a while; were it done in [`watch`], after
+/// the spawn, a SIGKILL in that while would leave the child unwatched. Once it runs, [`watch`] is one
+/// write.
+pub fn start() {
+    start_locked(&mut lock());
+}
+
+fn start_locked(state: &mut State) {
     if matches!(*state, State::Enabled) {
         match spawn() {
             Ok(guardian) => *state = State::Running(guardian),
@@ -63,6 +69,13 @@ pub fn watch(pgid: u32) {
             }
         }
     }
+}
+
+/// Registers process group `pgid`: the guardian kills it if we die. Call [`start`] before spawning
+/// the group's leader.
+pub fn watch(pgid: u32) {
+    let mut state = lock();
+    start_locked(&mut state);
     send(&mut state, '+', pgid);
 }
 

@@ -57,6 +57,7 @@ pub mod subagent;
 pub mod sync;
 pub mod text;
 pub mod title;
+pub mod tool_names;
 pub mod toolset;
 pub mod workspace;
 

@@ -154,6 +154,7 @@ impl CoreAgent {
 #[async_trait]
 impl WireAgent for CoreAgent {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult, RpcError> {
+        self.soul.approvals().set_client(&params);
         let external_tools = match params.external_tools {
             Some(tools) if !tools.is_empty() => Some(self.register_external_tools(tools)),
             _ => None,

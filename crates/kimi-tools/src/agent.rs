@@ -78,15 +78,12 @@ impl SubagentType {
         })
     }
 
+    /// Its tools as [`crate::build_tool`] takes them, in order, once each.
     fn tool_names(&self) -> Vec<&'static str> {
         let mut names: Vec<&'static str> = Vec::new();
-        for path in &self.tools {
-            if let Some(name) = crate::resolve_tool_path(path).or_else(|| {
-                crate::DEFAULT_TOOLS
-                    .iter()
-                    .find(|n| **n == path.as_str())
-                    .copied()
-            }) && !names.contains(&name)
+        for entry in &self.tools {
+            if let Some(name) = crate::resolve_entry(entry)
+                && !names.contains(&name)
             {
                 names.push(name);
             }
@@ -207,7 +204,12 @@ impl AgentTool {
             .types
             .iter()
             .map(|t| {
-                let tools = t.tool_names().join(", ");
+                let tools = t
+                    .tool_names()
+                    .into_iter()
+                    .map(crate::model_name)
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 let when = if t.when_to_use.is_empty() {
                     String::new()
                 } else {
@@ -570,12 +572,13 @@ impl AgentTool {
             ..self.deps.clone()
         };
         let toolset = Arc::new(Toolset::new());
-        toolset.set_output_budget(kimi_core::toolset::OutputBudget::for_session(
-            &self.deps.env.session_dir,
-        ));
+        toolset.set_output_budget(
+            kimi_core::toolset::OutputBudget::for_session(&self.deps.env.session_dir)
+                .with_tool_names(crate::tool_names(&kind.tools)),
+        );
         for name in kind.tool_names() {
             // Never `Agent`: subagents cannot start subagents.
-            if name == NAME {
+            if crate::model_name(name) == NAME {
                 continue;
             }
             match crate::build_tool(name, &deps) {

@@ -107,6 +107,7 @@ impl Tool for CronCreate {
                 display: vec![DisplayBlock::Brief {
                     text: args.prompt.clone(),
                 }],
+                detail_display: Vec::new(),
                 writes: writes(&self.store),
             };
             Ok(Plan::side_effect(
@@ -225,6 +226,7 @@ impl Tool for CronDelete {
                     preview(&job.prompt)
                 ),
                 display: Vec::new(),
+                detail_display: Vec::new(),
                 writes: writes(&self.store),
             };
             Ok(Plan::side_effect(

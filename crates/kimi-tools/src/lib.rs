@@ -14,6 +14,9 @@
 //! - `cron` ([`CronCreate`], [`CronList`], [`CronDelete`]): the session's scheduled prompts.
 //! - [`mod@file`]: the file tools (ReadFile, ReadMediaFile, Glob, Grep, WriteFile, StrReplaceFile).
 //! - [`web`]: FetchURL and SearchWeb (the latter only with `[services.moonshot_search]`).
+//! - `git_diff` ([`GitDiff`]): the repository's changes, read-only (seeds/003; both agents).
+//! - [`kimi_code`]: the tool set of Kimi Code (seeds/002), as adapters over the tools above, which
+//!   agent files name `kimi_code:<Name>` (the built-in `kimi-code` agent).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
 //! - [`args`]: argument checks with the reference's (pydantic's) messages.
 //! - `descriptions/`: one Markdown description per tool, in our own words.
@@ -26,6 +29,8 @@ pub mod args;
 mod ask_user;
 mod cron;
 pub mod file;
+mod git_diff;
+pub mod kimi_code;
 pub mod output;
 mod plan;
 mod question;
@@ -49,9 +54,10 @@ use kimi_llm::ToolSpec;
 pub use agent::{AgentTool, ModelChoice, ModelSwitch, SubagentKit, SubagentType};
 pub use ask_user::AskUserQuestion;
 pub use cron::{CronCreate, CronDelete, CronList};
+pub use git_diff::GitDiff;
 pub use plan::{EnterPlanMode, ExitPlanMode, PlanToolDeps};
 pub use shell::{Shell, find_shell};
-pub use task::{TaskList, TaskOutput, TaskStop};
+pub use task::{TaskFormat, TaskList, TaskOutput, TaskStop};
 pub use todo::SetTodoList;
 pub use web::{FetchURL, SearchWeb, WebSettings};
 
@@ -130,18 +136,22 @@ pub const DEFAULT_TOOLS: &[&str] = &[
 
 /// Our tools beyond the reference, offered by the default agent after the reference's. Agent files name
 /// them by tool name: the reference has no module path for them.
-pub const OWN_TOOLS: &[&str] = &[cron::CREATE, cron::LIST, cron::DELETE];
+pub const OWN_TOOLS: &[&str] = &[cron::CREATE, cron::LIST, cron::DELETE, git_diff::NAME];
 
 /// Reference tools we know but do not have yet; [`build_tool`] skips them (`Ok(None)`).
 const NOT_YET_AVAILABLE: &[&str] = &["SendDMail", "Think"];
 
-/// Builds the built-in tool called `name`.
+/// Builds the built-in tool called `name` (a kimi-code tool when it starts with
+/// [`kimi_code::PREFIX`]).
 ///
 /// `Ok(None)` means the tool does not load in this session, as the reference's `SkipThisTool`: a tool
 /// whose conditions are not met (ReadMediaFile for a text-only model, SearchWeb without
 /// `[services.moonshot_search]`, Agent without subagent types), or a known tool we do not have yet
-/// ([`NOT_YET_AVAILABLE`]). A name no reference tool has is an [`UnknownTool`] error.
+/// (`NOT_YET_AVAILABLE`). A name no reference tool has is an [`UnknownTool`] error.
 pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
+    if let Some(profiled) = name.strip_prefix(kimi_code::PREFIX) {
+        return kimi_code::build_tool(profiled, deps);
+    }
     let tool: Arc<dyn Tool> = match name {
         agent::NAME => match &deps.subagents {
             Some(kit) => {
@@ -198,6 +208,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
                 _ => Arc::new(CronDelete::new(store)),
             }
         }
+        git_diff::NAME => Arc::new(GitDiff::new(&deps.env)),
         _ if NOT_YET_AVAILABLE.contains(&name) => {
             tracing::debug!(tool = name, "built-in tool not available yet; skipped");
             return Ok(None);
@@ -248,6 +259,40 @@ const TOOL_PATHS: &[(&str, &str)] = &[
 /// built-in tool has (the reference reports those as invalid tools).
 pub fn resolve_tool_path(path: &str) -> Option<&'static str> {
     TOOL_PATHS.iter().find(|(p, _)| *p == path).map(|(_, name)| *name)
+}
+
+/// What an agent file's tool entry names, as [`build_tool`] takes it: a reference path
+/// (`kimi_cli.tools.shell:Shell` → `Shell`), a tool name of the default agent or of ours (`Shell`,
+/// `CronCreate`, `git_diff`), or a kimi-code tool (`kimi_code:Bash`, kept as it is). `None` for an entry
+/// that names no built-in tool.
+pub fn resolve_entry(entry: &str) -> Option<&'static str> {
+    resolve_tool_path(entry).or_else(|| {
+        DEFAULT_TOOLS
+            .iter()
+            .chain(OWN_TOOLS)
+            .chain(kimi_code::TOOLS)
+            .find(|name| **name == entry)
+            .copied()
+    })
+}
+
+/// The name the model knows a resolved tool by (`kimi_code:Bash` → `Bash`).
+pub fn model_name(tool: &str) -> &str {
+    tool.strip_prefix(kimi_code::PREFIX).unwrap_or(tool)
+}
+
+/// What the texts written for the model (reminders, the output budget's marker) should call the tools,
+/// for an agent with tool `entries`: the kimi-code profile's names when it uses that profile.
+pub fn tool_names(entries: &[String]) -> kimi_core::tool_names::ToolNames {
+    let kimi_code = entries
+        .iter()
+        .filter_map(|entry| resolve_entry(entry))
+        .any(|tool| tool.starts_with(kimi_code::PREFIX));
+    if kimi_code {
+        kimi_code::NAMES
+    } else {
+        kimi_core::tool_names::ToolNames::REFERENCE
+    }
 }
 
 /// A tool's spec from its name, description and argument type.
@@ -332,10 +377,14 @@ mod tests {
         });
         let search = build_tool("SearchWeb", &with_search).unwrap().unwrap();
         assert_eq!(search.spec().name, "SearchWeb");
-        // Scheduled prompts load only with a store (KIMI_DISABLE_CRON unset).
-        for name in OWN_TOOLS {
+        // Scheduled prompts load only with a store (KIMI_DISABLE_CRON unset); git_diff always.
+        for name in &OWN_TOOLS[..3] {
             assert!(build_tool(name, &deps).unwrap().is_none(), "{name}");
         }
+        assert_eq!(
+            build_tool("git_diff", &deps).unwrap().unwrap().spec().name,
+            "git_diff"
+        );
         let clock: Arc<dyn kimi_core::cron::Clock> = Arc::new(kimi_core::cron::SystemClock);
         let with_cron = ToolDeps {
             cron: Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock))),
@@ -352,6 +401,88 @@ mod tests {
         assert_eq!(
             UnknownTool { name: "Nope".into() }.to_string(),
             "unknown tool `Nope`"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_kimi_code_profile_builds_every_tool_under_its_own_name() {
+        let client = FakeClient::start();
+        let tasks = crate::task::testing::Tasks::new();
+        let clock: Arc<dyn kimi_core::cron::Clock> = Arc::new(kimi_core::cron::SystemClock);
+        let mut deps = ToolDeps {
+            cron: Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock))),
+            model_capabilities: ["image_in".to_owned()].into(),
+            ..deps(&client, &tasks)
+        };
+        deps.web.services.moonshot_search = Some(kimi_core::config::ServiceConfig {
+            base_url: "http://127.0.0.1:9/search".into(),
+            api_key: kimi_core::config::Secret::new("key"),
+            custom_headers: None,
+            oauth: None,
+        });
+        let mut built = Vec::new();
+        for key in kimi_code::TOOLS {
+            assert_eq!(resolve_entry(key), Some(*key));
+            let Some(tool) = build_tool(key, &deps).unwrap() else {
+                built.push(format!("({key} not loaded)"));
+                continue;
+            };
+            let spec = tool.spec();
+            assert_eq!(spec.name, model_name(key), "{key}");
+            // Only the profile's own tools are named to the model.
+            for reference in [
+                "ReadFile",
+                "WriteFile",
+                "StrReplaceFile",
+                "SetTodoList",
+                "SearchWeb",
+                "`Shell`",
+            ] {
+                assert!(
+                    !spec.description.contains(reference),
+                    "{key} mentions {reference}"
+                );
+            }
+            built.push(spec.name.clone());
+        }
+        assert_eq!(
+            built,
+            [
+                "(kimi_code:Agent not loaded)",
+                "AskUserQuestion",
+                "TodoList",
+                "Bash",
+                "TaskList",
+                "TaskOutput",
+                "TaskStop",
+                "Read",
+                "ReadMediaFile",
+                "Glob",
+                "Grep",
+                "Write",
+                "Edit",
+                "WebSearch",
+                "FetchURL",
+                "EnterPlanMode",
+                "ExitPlanMode",
+                "CronCreate",
+                "CronList",
+                "CronDelete",
+            ]
+        );
+        assert_eq!(
+            build_tool("kimi_code:Shell", &deps).unwrap_err(),
+            UnknownTool {
+                name: "kimi_code:Shell".into()
+            }
+        );
+        assert_eq!(resolve_entry("kimi_code:Shell"), None);
+        assert_eq!(resolve_entry("Bash"), None);
+        assert_eq!(resolve_entry("git_diff"), Some("git_diff"));
+        assert_eq!(tool_names(&["kimi_code:Read".to_owned()]), kimi_code::NAMES);
+        assert_eq!(
+            tool_names(&["kimi_cli.tools.file:ReadFile".to_owned()]),
+            kimi_core::tool_names::ToolNames::REFERENCE
         );
     }
 

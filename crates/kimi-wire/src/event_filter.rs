@@ -50,7 +50,7 @@ pub const TS_SDK_0_1_EVENTS: &[&str] = &[
 ];
 
 /// The wildcard of `capabilities.events`.
-const ANY_EVENT: &str = "*";
+pub(crate) const ANY_EVENT: &str = "*";
 
 /// Which event types a client is sent.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -65,8 +65,10 @@ pub enum EventFilter {
 impl EventFilter {
     /// The filter for the client that sent `params` (see the module docs for the rules).
     pub fn for_client(params: &InitializeParams) -> Self {
-        if let Some(events) = params.capabilities.as_ref().and_then(|c| c.events.as_ref()) {
-            if events.iter().any(|e| e == ANY_EVENT) {
+        if let Some(capabilities) = &params.capabilities
+            && let Some(events) = &capabilities.events
+        {
+            if capabilities.wants_every_event() {
                 return Self::All;
             }
             return Self::Only(events.iter().cloned().collect());

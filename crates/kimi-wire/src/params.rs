@@ -75,6 +75,15 @@ pub struct ClientCapabilities {
     pub events: Option<Vec<String>>,
 }
 
+impl ClientCapabilities {
+    /// Whether the client asked for every event type (`"*"` among `events`).
+    pub fn wants_every_event(&self) -> bool {
+        self.events
+            .as_ref()
+            .is_some_and(|events| events.iter().any(|e| e == crate::event_filter::ANY_EVENT))
+    }
+}
+
 /// A client subscription to a hook event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
 pub struct WireHookSubscription {

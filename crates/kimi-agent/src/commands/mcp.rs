@@ -5,7 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use kimi_core::mcp::config::{self, ServerConfig};
+use kimi_core::mcp::config::{self, ServerConfig, Transport};
+use kimi_core::mcp::discover;
 use kimi_core::mcp::{Connection, DEFAULT_CONNECT_TIMEOUT, authorize, oauth};
 use serde_json::{Map, Value, json};
 
@@ -229,9 +230,13 @@ fn list(file: &Path, share_dir: &Path) -> Outcome {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    if servers.is_empty() {
+    let discovered = discovery(share_dir);
+    if servers.is_empty() && discovered.is_none() {
         say("No MCP servers configured.");
         return Ok(());
+    }
+    if servers.is_empty() {
+        say("No MCP servers configured.");
     }
     for (name, server) in &servers {
         let line = if let Some(command) = server.get("command") {
@@ -263,7 +268,51 @@ fn list(file: &Path, share_dir: &Path) -> Outcome {
         };
         say(&format!("  {line}"));
     }
+    if let Some(found) = discovered {
+        list_discovered(&found, &servers);
+    }
     Ok(())
+}
+
+/// What `mcp_discover = true` in `<share>/config.toml` finds in the working directory, or `None` when
+/// discovery is off (or the configuration cannot be read, as the agent would not start then).
+fn discovery(share_dir: &Path) -> Option<discover::Discovery> {
+    let config = kimi_core::config::load_in(&kimi_core::config::ConfigSource::Default, share_dir).ok()?;
+    if !config.mcp_discover {
+        return None;
+    }
+    let home = kimi_core::paths::home_dir()?;
+    let work_dir = std::env::current_dir().ok()?;
+    Some(discover::discover(&home, &work_dir))
+}
+
+/// The discovered servers, each with the file it came from; those whose name `ours` (or an earlier
+/// file) already has are marked as not loaded. Skipped files and entries are warned about on stderr.
+fn list_discovered(found: &discover::Discovery, ours: &Map<String, Value>) {
+    say("Discovered (mcp_discover = true):");
+    if found.servers.is_empty() {
+        say("  none");
+    }
+    let mut seen: Vec<&str> = ours.keys().map(String::as_str).collect();
+    for server in &found.servers {
+        let name = server.server.name.as_str();
+        let mut line = match &server.server.transport {
+            Transport::Stdio { command, args, .. } => format!("{name} (stdio): {command} {}", args.join(" "))
+                .trim_end()
+                .to_owned(),
+            _ => name.to_owned(),
+        };
+        line.push_str(&format!("  [from {}", server.origin.display()));
+        if seen.contains(&name) {
+            line.push_str("; not loaded: a server of this name comes first");
+        }
+        line.push(']');
+        seen.push(name);
+        say(&format!("  {line}"));
+    }
+    for warning in &found.warnings {
+        eprint_line(&format!("Warning: {warning}"));
+    }
 }
 
 fn text(value: &Value) -> String {

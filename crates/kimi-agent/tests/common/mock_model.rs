@@ -84,6 +84,17 @@ impl MockModel {
         config
     }
 
+    /// Every request body so far, in order (`tools`, `messages`, ...).
+    pub async fn bodies(&self) -> Vec<Value> {
+        self.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap_or(Value::Null))
+            .collect()
+    }
+
     /// The `messages` of every request so far, in order.
     pub async fn requests(&self) -> Vec<Vec<Value>> {
         self.server

@@ -169,7 +169,9 @@ async fn a_background_agents_approval_reaches_the_client_after_the_turn_ended() 
     .await;
     let home = TestHome::new()?.with_config(&model.config(json!({})))?;
     let mut wire = WireProcess::spawn(&home).await?;
-    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    // A client that names itself gets approval details, from background agents too.
+    wire.initialize(json!({"protocol_version": "1.10", "client": {"name": "my-editor"}}))
+        .await?;
     let prompt = wire.start_prompt(json!("delegate it")).await?;
 
     // The request may come before or after the parent's turn ends; it names the task either way and
@@ -190,6 +192,10 @@ async fn a_background_agents_approval_reaches_the_client_after_the_turn_ended() 
         "{payload}"
     );
     assert_eq!(payload["subagent_type"], "coder");
+    assert_eq!(
+        payload["description"],
+        "Run command `touch made-in-background` (approve for session covers every \"run command\" request)"
+    );
     // While it waits, its task says so.
     let session = home.session_dirs().pop().context("no session")?;
     let task = payload["source_id"].as_str().unwrap_or_default();

@@ -65,7 +65,7 @@ fn plan_client() -> Value {
 }
 
 /// Answers a `QuestionRequest` by choosing `label` for its (only) question.
-async fn answer(wire: &mut WireProcess, request: &Value, label: &str) -> Result<()> {
+pub(super) async fn answer(wire: &mut WireProcess, request: &Value, label: &str) -> Result<()> {
     let payload = &request["params"]["payload"];
     let question = payload["questions"][0]["question"].as_str().unwrap_or_default();
     let id = request["id"].as_str().unwrap_or_default();

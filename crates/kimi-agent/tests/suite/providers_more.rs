@@ -906,10 +906,20 @@ async fn a_dropped_stream_is_retried_and_leaves_nothing_behind() -> Result<()> {
             [(json!("APIConnectionError"), Value::Null)],
             "{api:?}"
         );
-        assert!(
-            payloads(&messages, "ToolResult").is_empty(),
-            "{api:?}: a cut call ran"
-        );
+        // A call the client saw is answered as dropped (docs/protocol.md L3); none ran.
+        for result in payloads(&messages, "ToolResult") {
+            assert_eq!(
+                (
+                    &result["return_value"]["is_error"],
+                    &result["return_value"]["message"]
+                ),
+                (
+                    &json!(true),
+                    &json!("This call was dropped: the model's answer broke off before it was complete.")
+                ),
+                "{api:?}: a cut call ran"
+            );
+        }
         let conversation = agent.conversation()?;
         assert_eq!(
             conversation.last(),

@@ -708,12 +708,15 @@ async fn a_hook_that_cannot_start_is_reported_and_may_fail_closed() -> Result<()
     Ok(())
 }
 
-// Exploit: an MCP tool's ApprovalRequest showed no arguments.
-#[tokio::test]
-async fn mcp_approvals_show_the_arguments_when_asked_to() -> Result<()> {
+/// The ApprovalRequests (description, display) of an MCP call (approved) and a Shell call (rejected),
+/// for a client initializing with `init` and a config with the top-level `extra` keys.
+async fn mcp_and_shell_approvals(extra: Value, init: Value) -> Result<Vec<(Value, Value)>> {
     let server = crate::suite::mcp::test_server()?;
-    let calls = step(&[("tc-1", "echo", json!({"text": "rm -rf ~"}))]);
-    let home = home_with(&[&calls, "text: done"], json!({"approval_details": true}))?;
+    let calls = [
+        step(&[("tc-1", "echo", json!({"text": "rm -rf ~"}))]),
+        step(&[("tc-2", "Shell", json!({"command": "touch pwned"}))]),
+    ];
+    let home = home_with(&[&calls[0], &calls[1], "text: done"], extra)?;
     let mcp = home.root.path().join("mcp.json");
     std::fs::write(
         &mcp,
@@ -723,16 +726,93 @@ async fn mcp_approvals_show_the_arguments_when_asked_to() -> Result<()> {
     )?;
     let home = home.arg("--mcp-config-file").arg(&mcp.to_string_lossy());
     let mut wire = WireProcess::spawn(&home).await?;
-    wire.initialize(json!({"protocol_version": "1.10"})).await?;
-    let (request, messages) = prompt_answering(&mut wire, "reject").await?;
-    assert_eq!(
-        (&request["description"], &request["display"]),
+    wire.initialize(init).await?;
+    let prompt = wire.start_prompt(json!("go")).await?;
+    let mut seen = Vec::new();
+    for answer in ["approve", "reject"] {
+        let request = wire.wait_request("ApprovalRequest").await?;
+        wire.send(&approval_answer(&request, answer)).await?;
+        let payload = &request["params"]["payload"];
+        seen.push((payload["description"].clone(), payload["display"].clone()));
+    }
+    let (_, messages) = wire.read_response(&prompt).await?;
+    assert_eq!(result(&messages, "tc-1")?["is_error"], false);
+    assert_eq!(brief(result(&messages, "tc-2")?), "Rejected by user");
+    assert!(!home.work().join("pwned").exists());
+    Ok(seen)
+}
+
+/// What a client that gets details is shown: the scope of "approve for session", the MCP arguments.
+fn detailed() -> Vec<(Value, Value)> {
+    vec![
         (
-            &json!("Call MCP tool `echo`. (approve for session covers every \"mcp:echo\" request)"),
-            &json!([{"type": "brief", "text": "Arguments: {\"text\":\"rm -rf ~\"}"}])
-        )
+            json!("Call MCP tool `echo`. (approve for session covers every \"mcp:echo\" request)"),
+            json!([{"type": "brief", "text": "Arguments: {\"text\":\"rm -rf ~\"}"}]),
+        ),
+        (
+            json!("Run command `touch pwned` (approve for session covers every \"run command\" request)"),
+            json!([{"type": "shell", "language": "bash", "command": "touch pwned"}]),
+        ),
+    ]
+}
+
+/// The reference's own texts, which its clients and e2e suite match exactly.
+fn reference_texts() -> Vec<(Value, Value)> {
+    vec![
+        (json!("Call MCP tool `echo`."), json!([])),
+        (
+            json!("Run command `touch pwned`"),
+            json!([{"type": "shell", "language": "bash", "command": "touch pwned"}]),
+        ),
+    ]
+}
+
+fn named_client() -> Value {
+    json!({"protocol_version": "1.10", "client": {"name": "my-editor", "version": "1.0"}})
+}
+
+fn anonymous_client() -> Value {
+    json!({"protocol_version": "1.10"})
+}
+
+// Exploit: an MCP tool's ApprovalRequest showed no arguments. A front-end (it names itself) now sees
+// them, and what approve-for-session covers.
+#[tokio::test]
+async fn a_named_client_sees_the_mcp_arguments_and_the_session_scope() -> Result<()> {
+    assert_eq!(
+        mcp_and_shell_approvals(json!({}), named_client()).await?,
+        detailed()
     );
-    assert_eq!(brief(result(&messages, "tc-1")?), "Rejected by user");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_client_asking_for_every_event_sees_the_details() -> Result<()> {
+    let init = json!({"protocol_version": "1.10", "capabilities": {"events": ["*"]}});
+    assert_eq!(mcp_and_shell_approvals(json!({}), init).await?, detailed());
+    Ok(())
+}
+
+// The reference's suite sends no client name and matches these texts exactly.
+#[tokio::test]
+async fn an_anonymous_client_gets_the_reference_texts() -> Result<()> {
+    assert_eq!(
+        mcp_and_shell_approvals(json!({}), anonymous_client()).await?,
+        reference_texts()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn approval_details_decides_for_every_client_when_set() -> Result<()> {
+    assert_eq!(
+        mcp_and_shell_approvals(json!({"approval_details": false}), named_client()).await?,
+        reference_texts()
+    );
+    assert_eq!(
+        mcp_and_shell_approvals(json!({"approval_details": true}), anonymous_client()).await?,
+        detailed()
+    );
     Ok(())
 }
 

@@ -142,11 +142,17 @@ async fn a_subagents_approval_request_names_it() -> Result<()> {
     );
     let home = TestHome::new()?.scripted(&[call.as_str(), shell.as_str(), report.as_str(), "text: done"])?;
     let mut wire = WireProcess::spawn(&home).await?;
-    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    // A client that names itself gets approval details, from subagents too.
+    wire.initialize(json!({"protocol_version": "1.10", "client": {"name": "my-editor"}}))
+        .await?;
     let prompt = wire.start_prompt(json!("go")).await?;
     let request = wire.wait_request("ApprovalRequest").await?;
     let payload = &request["params"]["payload"];
     assert_eq!(payload["subagent_type"], json!("coder"));
+    assert_eq!(
+        payload["description"],
+        "Run command `touch made-by-subagent` (approve for session covers every \"run command\" request)"
+    );
     assert!(
         payload["agent_id"].as_str().is_some_and(|id| id.starts_with('a')),
         "{payload}"

@@ -33,6 +33,9 @@ pub struct ApprovalAsk {
     pub description: String,
     /// What to show (a shell block, a diff).
     pub display: Vec<DisplayBlock>,
+    /// What to show after `display` only to a client that gets approval details (an MCP call's
+    /// arguments: the reference shows none, and its clients match its empty `display`).
+    pub detail_display: Vec<DisplayBlock>,
     /// Files the call writes; plan mode only allows the plan file.
     pub writes: Vec<PathBuf>,
 }

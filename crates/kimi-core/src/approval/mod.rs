@@ -11,21 +11,29 @@
 //!
 //! "Approve for session" approves the same kind of operation (seeds/001): every later request with the
 //! same action. Each request's description says so, naming the action ([`describe`]), except for the
-//! kinds whose text the reference fixes (its clients and tests match it), unless `approval_details`
-//! asks for it there too.
+//! kinds whose text the reference fixes (its clients and tests match it) when the client does not get
+//! details ([`ApprovalDetails`], decided at `initialize`); only a client that gets details is also shown
+//! a tool's [`ApprovalAsk::detail_display`].
 
 mod effect;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kimi_wire::message::{ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSourceKind, Event};
+use kimi_wire::message::{
+    ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSourceKind, DisplayBlock, Event,
+};
+use kimi_wire::params::InitializeParams;
 use kimi_wire::{Answer, ClientHandle, NoAnswer, RequestScope};
 use serde::{Deserialize, Serialize};
 
+pub use details::ApprovalDetails;
+pub use effect::{ApprovalAsk, Effect};
+
 use crate::sync::lock;
 
-pub use effect::{ApprovalAsk, Effect};
+mod details;
 
 /// Where an approval request comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,8 +95,12 @@ pub type WaitListener = Arc<dyn Fn(&str, Option<&str>) + Send + Sync>;
 /// Shared by every tool call of a session.
 pub struct ApprovalRuntime {
     client: ClientHandle,
-    /// Whether the reference's own kinds of request also say what "approve for session" covers.
-    details: bool,
+    /// `approval_details` of the configuration.
+    details_policy: ApprovalDetails,
+    /// Whether requests to the connected client carry details: the policy's answer for it, set at
+    /// `initialize` and read as each request is built (subagents and background agents share this
+    /// runtime, so their requests follow it too).
+    details: AtomicBool,
     state: Mutex<ApprovalState>,
     pending: Mutex<HashMap<String, PendingApproval>>,
     /// Keeps background tasks' `awaiting_approval` status (set once at start).
@@ -108,19 +120,27 @@ impl ApprovalRuntime {
     pub fn new(client: ClientHandle, state: ApprovalState) -> Self {
         Self {
             client,
-            details: false,
+            details_policy: ApprovalDetails::Never,
+            details: AtomicBool::new(false),
             state: Mutex::new(state),
             pending: Mutex::new(HashMap::new()),
             background_waits: std::sync::OnceLock::new(),
         }
     }
 
-    /// Makes every request say what "approve for session" covers, the reference's kinds included
-    /// (`approval_details`).
+    /// Decides with `policy` (`approval_details`) which clients get details; the default is
+    /// [`ApprovalDetails::Never`].
     #[must_use]
-    pub fn with_details(mut self, details: bool) -> Self {
-        self.details = details;
+    pub fn with_details(mut self, policy: ApprovalDetails) -> Self {
+        self.details_policy = policy;
+        self.details = AtomicBool::new(policy.shows_details(None));
         self
+    }
+
+    /// Decides for the client that sent `initialize` with `params` whether its requests carry details.
+    pub fn set_client(&self, params: &InitializeParams) {
+        let shows = self.details_policy.shows_details(Some(params));
+        self.details.store(shows, Ordering::Relaxed);
     }
 
     /// Sets who hears of background agents' waits (the task manager). A second call is ignored.
@@ -181,13 +201,14 @@ impl ApprovalRuntime {
             }
         }
         let id = uuid::Uuid::new_v4().to_string();
+        let details = self.details.load(Ordering::Relaxed);
         let request = ApprovalRequest {
             id: id.clone(),
             tool_call_id: tool_call_id.to_owned(),
             sender: sender.to_owned(),
             action: ask.action.clone(),
-            description: describe(ask, self.details),
-            display: ask.display.clone(),
+            description: describe(ask, details),
+            display: display(ask, details),
             source_kind: Some(source.kind),
             source_id: Some(source.id.clone()),
             agent_id: source.agent_id.clone(),
@@ -305,6 +326,16 @@ pub fn describe(ask: &ApprovalAsk, details: bool) -> String {
         "{} (approve for session covers every \"{}\" request)",
         ask.description, ask.action
     )
+}
+
+/// The blocks the client shows: the tool's, then, with details, those it shows only then.
+fn display(ask: &ApprovalAsk, details: bool) -> Vec<DisplayBlock> {
+    let extra = if details {
+        ask.detail_display.as_slice()
+    } else {
+        &[]
+    };
+    ask.display.iter().chain(extra).cloned().collect()
 }
 
 #[cfg(test)]

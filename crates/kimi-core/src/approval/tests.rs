@@ -26,6 +26,7 @@ fn ask(action: &str, command: &str) -> ApprovalAsk {
             language: "bash".to_owned(),
             command: command.to_owned(),
         }],
+        detail_display: Vec::new(),
         writes: Vec::new(),
     }
 }
@@ -328,9 +329,10 @@ fn descriptions_say_what_approve_for_session_covers() {
         action: action.to_owned(),
         description: "Do it".to_owned(),
         display: Vec::new(),
+        detail_display: Vec::new(),
         writes: Vec::new(),
     };
-    // Kinds the reference words keep its text unless `approval_details` is on.
+    // Kinds the reference words keep its text unless the client gets details.
     for action in ["run command", "edit file", "mcp:ping"] {
         assert_eq!(describe(&ask(action), false), "Do it");
         assert_eq!(
@@ -342,4 +344,49 @@ fn descriptions_say_what_approve_for_session_covers() {
         describe(&ask("fetch from example.com"), false),
         "Do it (approve for session covers every \"fetch from example.com\" request)"
     );
+}
+
+#[tokio::test]
+async fn details_follow_the_client_that_initialized() {
+    let mut client = FakeClient::start();
+    let runtime = Arc::new(
+        ApprovalRuntime::new(client.handle.clone(), ApprovalState::default())
+            .with_details(ApprovalDetails::Auto),
+    );
+    let mut call = ask("mcp:echo", "x");
+    call.detail_display = vec![DisplayBlock::Brief {
+        text: "Arguments: {}".to_owned(),
+    }];
+    let shell = json!({"type": "shell", "language": "bash", "command": "x"});
+    let brief = json!({"type": "brief", "text": "Arguments: {}"});
+    let plain = (json!("Run command `x`"), json!([shell]));
+    let detailed = (
+        json!("Run command `x` (approve for session covers every \"mcp:echo\" request)"),
+        json!([shell, brief]),
+    );
+    let named: InitializeParams =
+        serde_json::from_value(json!({"protocol_version": "1.10", "client": {"name": "editor"}})).unwrap();
+    let anonymous: InitializeParams = serde_json::from_value(json!({"protocol_version": "1.10"})).unwrap();
+    // Before `initialize`, then for a named client, then for an anonymous one that initialized again.
+    for (client_params, expected) in [
+        (None, &plain),
+        (Some(&named), &detailed),
+        (Some(&anonymous), &plain),
+    ] {
+        if let Some(params) = client_params {
+            runtime.set_client(params);
+        }
+        let task = spawn_request(&runtime, source("turn-1"), "tc-1", call.clone());
+        let (id, payload) = client.next_request("ApprovalRequest").await;
+        assert_eq!(
+            (&payload["description"], &payload["display"]),
+            (&expected.0, &expected.1),
+            "{client_params:?}"
+        );
+        client
+            .respond(&id, json!({"request_id": payload["id"], "response": "approve"}))
+            .await;
+        assert_eq!(verdict(task).await, Verdict::Approved);
+        client.next_event().await;
+    }
 }

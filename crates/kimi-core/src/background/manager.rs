@@ -70,8 +70,8 @@ pub struct BashTaskRequest {
     pub command: String,
     /// The model's few words about it.
     pub description: String,
-    /// Seconds it may run.
-    pub timeout_s: u64,
+    /// Seconds it may run; `None` for no limit (the kimi-code `Bash` with `disable_timeout`).
+    pub timeout_s: Option<u64>,
     /// The tool call that starts it.
     pub tool_call_id: String,
     /// `bash` (or `sh`).
@@ -196,7 +196,7 @@ impl TaskManager {
         spec.shell_name = Some(request.shell_name.clone());
         spec.shell_path = Some(request.shell_path.to_string_lossy().into_owned());
         spec.cwd = Some(request.cwd.to_string_lossy().into_owned());
-        spec.timeout_s = Some(request.timeout_s);
+        spec.timeout_s = request.timeout_s;
         let inner = &self.inner;
         let mut tasks = inner.lock();
         let (id, stop) = inner.register(&mut tasks, spec)?;
@@ -208,6 +208,9 @@ impl TaskManager {
             },
         )?;
         let output = inner.store.output_path(&id);
+        if !inner.config.keep_alive_on_exit {
+            crate::guardian::start();
+        }
         let spawned = bash::spawn(BashCommand {
             shell: &request.shell_path,
             command: &request.command,
@@ -230,7 +233,7 @@ impl TaskManager {
             .ok_or_else(|| TaskError::NotFound(id.clone()))?;
         drop(tasks);
         let pgid = pid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-        let timeout = Duration::from_secs(request.timeout_s);
+        let timeout = request.timeout_s.map(Duration::from_secs);
         let grace = inner.config.kill_grace_period();
         // A task meant to die with us must die with us even when we are SIGKILLed: the guardian
         // kills its group then. A task kept alive on exit is left to the next agent instead.
@@ -244,7 +247,7 @@ impl TaskManager {
         let supervisor = Arc::clone(inner);
         inner.supervisors.spawn(async move {
             let detach = supervisor.detach.clone();
-            let end = bash::supervise(child, pgid, Some(timeout), grace, &stop, &detach).await;
+            let end = bash::supervise(child, pgid, timeout, grace, &stop, &detach).await;
             if let Some(pgid) = guarded {
                 crate::guardian::release(pgid);
             }
@@ -500,7 +503,7 @@ impl Inner {
     }
 
     /// Records how a supervised bash command ended.
-    fn finish_bash(&self, id: &str, end: BashEnd, timeout: Duration) {
+    fn finish_bash(&self, id: &str, end: BashEnd, timeout: Option<Duration>) {
         let mut tasks = self.lock();
         let kill_reason = tasks
             .get(id)
@@ -513,7 +516,10 @@ impl Inner {
             .map(|reason| reason.unwrap_or_else(|| "Killed".to_owned()));
         let event = match (end, kill_reason) {
             (BashEnd::TimedOut(exit_code), _) => TaskEvent::TimeOut {
-                reason: format!("Command timed out after {}s", timeout.as_secs()),
+                reason: format!(
+                    "Command timed out after {}s",
+                    timeout.unwrap_or_default().as_secs()
+                ),
                 exit_code,
             },
             (BashEnd::Exited(code), Some(reason)) => TaskEvent::Kill {

@@ -41,7 +41,7 @@ fn bash(command: &str, cwd: &Path) -> BashTaskRequest {
     BashTaskRequest {
         command: command.into(),
         description: "job".into(),
-        timeout_s: 60,
+        timeout_s: Some(60),
         tool_call_id: "tc-1".into(),
         shell_name: "bash".into(),
         shell_path: PathBuf::from("bash"),
@@ -138,7 +138,7 @@ async fn a_failing_command_and_a_timeout() {
     let slow = s
         .tasks
         .create_bash_task(BashTaskRequest {
-            timeout_s: 1,
+            timeout_s: Some(1),
             ..bash("sleep 30", s.dir.path())
         })
         .unwrap();

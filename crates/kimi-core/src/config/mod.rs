@@ -20,6 +20,6 @@ pub use model::{
 };
 pub use schema::{
     BackgroundConfig, Capability, Config, ConfigIssue, HookDef, HookEvent, HookOnError, LoopControl,
-    McpClientConfig, McpConfig, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage, ProviderConfig,
-    ProviderType, Secret, ServiceConfig, Services, ShellEnvConfig, ShellEnvInherit, Theme,
+    McpClientConfig, McpConfig, McpToolNames, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage,
+    ProviderConfig, ProviderType, Secret, ServiceConfig, Services, ShellEnvConfig, ShellEnvInherit, Theme,
 };

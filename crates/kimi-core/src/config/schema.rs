@@ -45,6 +45,13 @@ pub struct Config {
     pub services: Services,
     /// MCP client settings.
     pub mcp: McpConfig,
+    /// Also load the stdio MCP servers configured for other agents (`~/.claude.json`,
+    /// `~/.codex/config.toml`; seeds/003), ours winning on a name clash. Beyond the reference; off by
+    /// default.
+    pub mcp_discover: bool,
+    /// What the model calls MCP tools: their own names (`plain`, the reference's) or
+    /// `mcp__<server>__<tool>` (`prefixed`, seeds/003). Beyond the reference.
+    pub mcp_tool_names: McpToolNames,
     /// Lifecycle hooks, run in order.
     pub hooks: Vec<HookDef>,
     /// Merge skills from every brand directory (kimi, claude, codex) instead of the first found.
@@ -58,9 +65,11 @@ pub struct Config {
     /// Hosts FetchURL may reach although they are (or resolve to) loopback, private, link-local or
     /// unique-local addresses; every other such address is refused.
     pub fetch_allow_private_hosts: Vec<String>,
-    /// Every `ApprovalRequest` says what "approve for session" covers and MCP requests show their
-    /// arguments, also for the approvals whose text the reference fixes (off: those keep its text).
-    pub approval_details: bool,
+    /// Whether `ApprovalRequest`s whose text the reference fixes also say what "approve for session"
+    /// covers, and MCP ones show their arguments: `true` for every client, `false` for none (the
+    /// reference's texts), unset for the clients that name themselves in `initialize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_details: Option<bool>,
     /// `[shell_env]`: the environment of Shell commands, background tasks and hooks.
     pub shell_env: ShellEnvConfig,
 
@@ -93,13 +102,15 @@ impl Default for Config {
             notifications: NotificationConfig::default(),
             services: Services::default(),
             mcp: McpConfig::default(),
+            mcp_discover: false,
+            mcp_tool_names: McpToolNames::Plain,
             hooks: Vec::new(),
             merge_all_available_skills: true,
             extra_skill_dirs: Vec::new(),
             telemetry: true,
             fetch_allowed_hosts: Vec::new(),
             fetch_allow_private_hosts: Vec::new(),
-            approval_details: false,
+            approval_details: None,
             shell_env: ShellEnvConfig::default(),
             source_file: None,
             is_from_default_location: false,
@@ -504,6 +515,18 @@ pub enum ShellEnvInherit {
 pub struct McpConfig {
     /// `[mcp.client]`.
     pub client: McpClientConfig,
+}
+
+/// How MCP tools are named for the model (`mcp_tool_names`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpToolNames {
+    /// The tool's own name, as the server lists it (the reference's).
+    #[default]
+    Plain,
+    /// `mcp__<server>__<tool>`: two servers' tools never clash, and the model sees where each comes
+    /// from (seeds/003).
+    Prefixed,
 }
 
 /// `[mcp.client]`.

@@ -157,6 +157,7 @@ impl Connection {
                     .stderr(Stdio::piped());
                 let mut wrap = CommandWrap::from(cmd);
                 wrap.wrap(ProcessGroup::leader());
+                crate::guardian::start();
                 let mut child = wrap.spawn().map_err(|e| McpError::Spawn {
                     command: command.clone(),
                     reason: e.to_string(),

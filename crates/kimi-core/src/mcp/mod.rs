@@ -3,6 +3,8 @@
 //!
 //! Layout:
 //! - [`config`]: `mcp.json` / `--mcp-config-file` / `--mcp-config` into [`ServerConfig`]s.
+//! - [`discover`]: servers configured for other agents (`~/.claude.json`, `~/.codex/config.toml`),
+//!   with `mcp_discover = true`.
 //! - [`client`]: one rmcp connection (stdio child in its own process group, or streamable HTTP).
 //! - [`state`]: the per-server [`ServerState`] and the wire's `mcp_status` snapshot.
 //! - `tool`: [`McpTool`], a server's tool as a [`crate::toolset::Tool`] (approval `mcp:<tool>`).
@@ -21,6 +23,7 @@ pub mod authorize;
 pub mod client;
 pub mod config;
 pub mod convert;
+pub mod discover;
 pub mod oauth;
 pub mod state;
 mod tool;
@@ -55,10 +58,10 @@ pub const STARTUP_WAIT_SLACK: Duration = Duration::from_secs(5);
 pub struct McpSettings {
     /// `[mcp.client] tool_call_timeout_ms`.
     pub tool_call_timeout: Duration,
+    /// `mcp_tool_names`: the tools' own names, or `mcp__<server>__<tool>`.
+    pub tool_names: crate::config::McpToolNames,
     /// The share dir (OAuth tokens live under it).
     pub share_dir: PathBuf,
-    /// Approval requests show the call's arguments (`approval_details`).
-    pub show_arguments: bool,
 }
 
 /// Which server owns which registered tool name; the toolset itself does not know.
@@ -66,11 +69,24 @@ pub struct McpSettings {
 struct Registry {
     toolset: Arc<Toolset>,
     owners: Mutex<HashMap<String, String>>,
+    /// Each server's place in the configuration (ours first, then discovered ones): on a name clash the
+    /// earlier server wins, whichever connects first.
+    ranks: HashMap<String, usize>,
 }
 
 impl Registry {
+    fn rank(&self, server: &str) -> usize {
+        self.ranks.get(server).copied().unwrap_or(usize::MAX)
+    }
+
+    /// Whether `name` is registered for `server` (a later, earlier-ranked server may have taken it).
+    fn owns(&self, server: &str, name: &str) -> bool {
+        lock(&self.owners).get(name).is_some_and(|owner| owner == server)
+    }
+
     /// Makes `tools` the registered tools of `server`: its old tools that are gone are removed, new ones
-    /// are added unless their name is taken by anything else. Returns the names now registered for it.
+    /// are added unless their name is taken by a built-in tool or an earlier server (one later in the
+    /// configuration loses it). Returns the names now registered for it.
     fn replace_tools(&self, server: &str, tools: Vec<McpTool>) -> Vec<String> {
         let mut owners = lock(&self.owners);
         let keep: Vec<&str> = tools.iter().map(|t| t.spec_name()).collect();
@@ -87,9 +103,13 @@ impl Registry {
         for tool in tools {
             let name = tool.spec_name().to_owned();
             match owners.get(&name) {
-                Some(owner) if owner != server => {
+                Some(owner) if owner != server && self.rank(owner) < self.rank(server) => {
                     tracing::warn!(server, tool = %name, other = %owner, "MCP tool name already used by another MCP server; skipped");
                     continue;
+                }
+                Some(owner) if owner != server => {
+                    tracing::warn!(server = %owner, tool = %name, other = server, "MCP tool name already used by another MCP server; skipped");
+                    owners.insert(name.clone(), server.to_owned());
                 }
                 Some(_) => {}
                 None if self.toolset.find(&name).is_some() => {
@@ -179,7 +199,11 @@ impl McpServer {
         ServerView {
             name: self.config.name.clone(),
             state: self.state(),
-            tools: lock(&self.tools).clone(),
+            tools: lock(&self.tools)
+                .iter()
+                .filter(|name| self.registry.owns(&self.config.name, name))
+                .cloned()
+                .collect(),
         }
     }
 
@@ -260,14 +284,7 @@ impl McpServer {
         *lock(&self.listed) = tools.to_vec();
         let wrapped = tools
             .iter()
-            .map(|t| {
-                McpTool::new(
-                    &self.config.name,
-                    t,
-                    self.me.clone(),
-                    self.settings.show_arguments,
-                )
-            })
+            .map(|t| McpTool::new(&self.config.name, t, self.me.clone(), self.settings.tool_names))
             .collect();
         let registered = self.registry.replace_tools(&self.config.name, wrapped);
         *lock(&self.tools) = registered;
@@ -380,6 +397,11 @@ impl McpManager {
         let registry = Arc::new(Registry {
             toolset,
             owners: Mutex::new(HashMap::new()),
+            ranks: configs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name.clone(), i))
+                .collect(),
         });
         let servers: Vec<Arc<McpServer>> = configs
             .into_iter()
@@ -469,5 +491,53 @@ impl McpManager {
         let mut tasks = std::mem::take(&mut *lock(&self.tasks));
         while tasks.join_next().await.is_some() {}
         futures::future::join_all(self.servers.iter().map(|s| s.shutdown())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn tool(name: &str) -> rmcp::model::Tool {
+        rmcp::model::Tool::new(name.to_owned(), "d", Arc::new(serde_json::Map::new()))
+    }
+
+    fn wrapped(server: &str, names: &[&str]) -> Vec<McpTool> {
+        names
+            .iter()
+            .map(|n| {
+                McpTool::new(
+                    server,
+                    &tool(n),
+                    Weak::new(),
+                    crate::config::McpToolNames::default(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn on_a_clash_the_earlier_server_wins_whichever_registers_first() {
+        let registry = Registry {
+            toolset: Arc::new(Toolset::new()),
+            owners: Mutex::new(HashMap::new()),
+            ranks: [("ours".to_owned(), 0), ("theirs".to_owned(), 1)].into(),
+        };
+        // The later server connects first and takes both names ...
+        assert_eq!(
+            registry.replace_tools("theirs", wrapped("theirs", &["a", "b"])),
+            ["a", "b"]
+        );
+        // ... the earlier one takes `a` back when it connects; `b` stays theirs.
+        assert_eq!(registry.replace_tools("ours", wrapped("ours", &["a"])), ["a"]);
+        assert!(registry.owns("ours", "a") && registry.owns("theirs", "b"));
+        // A refresh of the later server does not take it again, nor remove ours.
+        assert_eq!(
+            registry.replace_tools("theirs", wrapped("theirs", &["a", "b"])),
+            ["b"]
+        );
+        assert!(registry.owns("ours", "a"));
+        assert_eq!(registry.toolset.names(), ["a", "b"]);
     }
 }

@@ -1,6 +1,9 @@
 //! An MCP server's tool as one of ours (reference `MCPTool`): the raw MCP name, a description naming the
 //! server, the MCP input schema as parameters, and a side effect that needs approval (`mcp:<tool>`). A
 //! tool the server marks `readOnlyHint` is still approved but runs beside the step's other reads.
+//!
+//! With `mcp_tool_names = "prefixed"` the model knows the tool as `mcp__<server>__<tool>` (seeds/003);
+//! the server is still called with the tool's own name.
 
 use std::sync::{Arc, Weak};
 
@@ -11,18 +14,19 @@ use serde_json::Value;
 
 use super::McpServer;
 use crate::approval::ApprovalAsk;
+use crate::config::McpToolNames;
 use crate::toolset::{Access, CallContext, Plan, Tool};
 
 /// A tool served by an MCP server.
 pub struct McpTool {
     spec: ToolSpec,
+    /// The tool's name on its server (the spec's name may carry the server's prefix).
+    remote_name: String,
     /// The server says the tool only reads (`readOnlyHint`): still approved (reference), but it runs
     /// beside other reads instead of alone.
     read_only: bool,
     server: Weak<McpServer>,
     validator: Option<jsonschema::Validator>,
-    /// Whether the approval request shows the arguments (a `brief` block with their JSON).
-    show_arguments: bool,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -34,12 +38,13 @@ impl std::fmt::Debug for McpTool {
 }
 
 impl McpTool {
-    /// Wraps `tool` of `server` (called `server_name` in the configuration).
+    /// Wraps `tool` of `server` (called `server_name` in the configuration), named for the model as
+    /// `names` says.
     pub(crate) fn new(
         server_name: &str,
         tool: &rmcp::model::Tool,
         server: Weak<McpServer>,
-        show_arguments: bool,
+        names: McpToolNames,
     ) -> Self {
         let description = tool
             .description
@@ -57,8 +62,9 @@ impl McpTool {
             }
         };
         Self {
+            remote_name: tool.name.to_string(),
             spec: ToolSpec {
-                name: tool.name.to_string(),
+                name: model_name(names, server_name, &tool.name),
                 description: format!(
                     "This is an MCP (Model Context Protocol) tool from MCP server `{server_name}`.\n\n{description}"
                 ),
@@ -71,7 +77,6 @@ impl McpTool {
                 .unwrap_or(false),
             server,
             validator,
-            show_arguments,
         }
     }
 }
@@ -101,28 +106,26 @@ impl Tool for McpTool {
                 _ => serde_json::Map::new(),
             };
             let name = self.spec.name.clone();
+            let remote_name = self.remote_name.clone();
             let access = if self.read_only {
                 Access::Read
             } else {
                 Access::Change
             };
-            // The reference shows no arguments; the user cannot judge a call without them.
-            let display = if self.show_arguments {
-                vec![DisplayBlock::Brief {
-                    text: format!("Arguments: {}", Value::Object(arguments.clone())),
-                }]
-            } else {
-                Vec::new()
-            };
+            // The user cannot judge a call without its arguments, but the reference shows none and its
+            // clients match that: the approval runtime shows them to the clients that get details.
             let ask = ApprovalAsk {
                 action: format!("mcp:{name}"),
                 description: format!("Call MCP tool `{name}`."),
-                display,
+                display: Vec::new(),
+                detail_display: vec![DisplayBlock::Brief {
+                    text: format!("Arguments: {}", Value::Object(arguments.clone())),
+                }],
                 writes: Vec::new(),
             };
             let run = Box::pin(async move {
                 match self.server.upgrade() {
-                    Some(server) => server.call(&name, arguments).await,
+                    Some(server) => server.call(&remote_name, arguments).await,
                     None => ToolReturnValue::error(
                         "",
                         "Error running tool: the MCP server has shut down",
@@ -132,5 +135,41 @@ impl Tool for McpTool {
             });
             Ok(Plan::side_effect(ask, run).with_access(access))
         })
+    }
+}
+
+/// The name the model calls a server's tool by: its own, or `mcp__<server>__<tool>` with the server's
+/// name reduced to the characters tool names may hold (`[A-Za-z0-9_-]`, others become `_`).
+pub(crate) fn model_name(names: McpToolNames, server: &str, tool: &str) -> String {
+    match names {
+        McpToolNames::Plain => tool.to_owned(),
+        McpToolNames::Prefixed => {
+            let server: String = server
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            format!("mcp__{server}__{tool}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixed_names_carry_the_server() {
+        assert_eq!(model_name(McpToolNames::Plain, "fs", "read"), "read");
+        assert_eq!(model_name(McpToolNames::Prefixed, "fs", "read"), "mcp__fs__read");
+        assert_eq!(
+            model_name(McpToolNames::Prefixed, "my server.v2", "read"),
+            "mcp__my_server_v2__read"
+        );
     }
 }

@@ -24,6 +24,8 @@ use kimi_wire::message::ContentPart;
 use afk::AfkReminder;
 use plan_mode::PlanModeReminder;
 
+use crate::tool_names::ToolNames;
+
 /// What the providers read, gathered by the soul before a model call.
 #[derive(Debug, Clone, Copy)]
 pub struct ModeFacts<'a> {
@@ -63,6 +65,8 @@ pub struct Injection {
 pub struct Reminders {
     plan: Option<PlanModeReminder>,
     afk: Option<AfkReminder>,
+    /// What the texts call the tools (the kimi-code agent's `Write`, `Edit`, `Read`).
+    names: ToolNames,
 }
 
 impl Reminders {
@@ -77,7 +81,15 @@ impl Reminders {
         Self {
             plan: Some(PlanModeReminder::default()),
             afk: afk.then_some(AfkReminder),
+            names: ToolNames::REFERENCE,
         }
+    }
+
+    /// The same reminders, naming the tools as `names` says.
+    #[must_use]
+    pub fn with_tool_names(mut self, names: ToolNames) -> Self {
+        self.names = names;
+        self
     }
 
     /// Whether any provider runs (the soul gathers no facts otherwise).
@@ -93,6 +105,11 @@ impl Reminders {
         }
         if let Some(afk) = &self.afk {
             due.extend(afk.due(facts));
+        }
+        for injection in &mut due {
+            if let std::borrow::Cow::Owned(text) = self.names.apply(&injection.text) {
+                injection.text = text;
+            }
         }
         due
     }

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use kimi_wire::message::{ContentPart, ToolOutput, ToolReturnValue};
 use tokio::io::AsyncWriteExt;
 
+use crate::tool_names::ToolNames;
+
 /// Characters of text output the model receives at most (the reference's `DEFAULT_MAX_CHARS`).
 pub const MODEL_OUTPUT_MAX_CHARS: usize = 50_000;
 
@@ -38,6 +40,8 @@ const MAX_NAME_ATTEMPTS: u32 = 1_000;
 pub struct OutputBudget {
     max_chars: usize,
     dir: Option<PathBuf>,
+    /// What the marker calls the reading and searching tools.
+    names: ToolNames,
 }
 
 impl Default for OutputBudget {
@@ -63,7 +67,15 @@ impl OutputBudget {
         Self {
             max_chars: max_chars.max(2 * MARKER_RESERVE),
             dir,
+            names: ToolNames::REFERENCE,
         }
+    }
+
+    /// The same budget, naming the tools in its marker as `names` says (the kimi-code agent's `Read`).
+    #[must_use]
+    pub fn with_tool_names(mut self, names: ToolNames) -> Self {
+        self.names = names;
+        self
     }
 
     /// The character cap.
@@ -96,7 +108,10 @@ impl OutputBudget {
         };
         let keep = (self.max_chars - MARKER_RESERVE) / 2;
         let cut = cut_middle(&full, keep, keep);
-        let marker = marker(&cut, total, saved.as_deref());
+        let marker = self
+            .names
+            .apply(&marker(&cut, total, saved.as_deref()))
+            .into_owned();
         let mut text = String::with_capacity(cut.head.len() + marker.len() + cut.tail.len());
         text.push_str(cut.head);
         text.push_str(&marker);

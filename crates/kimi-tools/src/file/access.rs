@@ -102,6 +102,7 @@ pub(crate) async fn admit(
         action: ACTION_READ_OUTSIDE.to_owned(),
         description: describe(&target.shown.to_string_lossy()),
         display: Vec::new(),
+        detail_display: Vec::new(),
         writes: Vec::new(),
     });
     Ok(Admitted { target, ask })

@@ -104,6 +104,7 @@ impl Tool for StrReplaceFile {
                 action: action.to_owned(),
                 description: format!("Edit file `{}`", target.shown.display()),
                 display: diff.clone(),
+                detail_display: Vec::new(),
                 writes: vec![target.shown.clone()],
             };
             Ok(Plan::side_effect(ask, Box::pin(run(params, target, diff))))
@@ -390,6 +391,7 @@ mod tests {
                 action: "edit file".into(),
                 description: format!("Edit file `{shown}`"),
                 display: blocks.clone(),
+                detail_display: Vec::new(),
                 writes: vec![dir.path("file.txt")],
             }))
         );

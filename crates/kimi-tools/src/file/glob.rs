@@ -13,6 +13,10 @@
 //! out of the workspace (and the skills directories) are left out.
 //! Unlike the reference, whose engine treats `{a,b}` literally and so silently matches nothing, brace
 //! alternatives work here (`globset` supports them).
+//!
+//! The kimi-code agent's `Glob` is this tool under [`GlobRules::KimiCode`] (seeds/002): newest first,
+//! patterns made only of wildcards refused instead of those starting with `**`, and brace patterns
+//! refused (as seeds/002 specifies, so a model trained on it gets the error it expects).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,21 +56,39 @@ fn yes() -> bool {
     true
 }
 
+/// Which patterns a [`Glob`] refuses and how it orders what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GlobRules {
+    /// The reference's: patterns starting with `**` refused with a listing of the work dir, brace
+    /// alternatives expanded, results sorted by path.
+    Reference,
+    /// seeds/002's (the kimi-code agent): patterns made only of wildcards (`**`, `**/*`) refused, brace
+    /// patterns refused, results newest first.
+    KimiCode,
+}
+
 /// Finds files by name pattern.
 #[derive(Debug)]
 pub struct Glob {
     spec: ToolSpec,
     env: Arc<Environment>,
     skills_dirs: Vec<PathBuf>,
+    rules: GlobRules,
 }
 
 impl Glob {
     /// The tool, searching inside the workspace of `env` and the given skills directories.
     pub fn new(env: Arc<Environment>, skills_dirs: Vec<PathBuf>) -> Self {
+        Self::with_rules(env, skills_dirs, GlobRules::Reference)
+    }
+
+    /// The tool under `rules` (its spec stays the reference's; the kimi-code profile gives its own).
+    pub fn with_rules(env: Arc<Environment>, skills_dirs: Vec<PathBuf>, rules: GlobRules) -> Self {
         Self {
             spec: tool_spec::<GlobParams>("Glob", include_str!("descriptions/glob.md")),
             env,
             skills_dirs,
+            rules,
         }
     }
 }
@@ -104,7 +126,11 @@ fn failed(pattern: &str, error: &str) -> ToolReturnValue {
 impl Glob {
     fn search(&self, params: &GlobParams) -> ToolReturnValue {
         let pattern = params.pattern.as_str();
-        if pattern.starts_with("**") {
+        if self.rules == GlobRules::KimiCode {
+            if let Some(refused) = refuse_kimi_code(pattern) {
+                return refused;
+            }
+        } else if pattern.starts_with("**") {
             return ToolReturnValue::error(
                 list_directory(&self.env.work_dir),
                 format!(
@@ -164,6 +190,9 @@ impl Glob {
         keep_inside(&mut matches, &allowed);
         matches.sort();
         matches.dedup();
+        if self.rules == GlobRules::KimiCode {
+            newest_first(&mut matches);
+        }
         let mut message = if matches.is_empty() {
             format!("No matches found for pattern `{pattern}`.")
         } else {
@@ -195,6 +224,56 @@ fn keep_inside(matches: &mut Vec<PathBuf>, allowed: &Roots) {
             .entry(parent.to_path_buf())
             .or_insert_with(|| std::fs::canonicalize(parent).is_ok_and(|real| allowed.contains(&real)))
     });
+}
+
+/// seeds/002's refusals: a pattern without a literal anchor that would walk the whole tree, and brace
+/// alternatives (which seeds/002's engine would match literally). Our words.
+fn refuse_kimi_code(pattern: &str) -> Option<ToolReturnValue> {
+    let components: Vec<&str> = pattern
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let only_wildcards = components
+        .iter()
+        .all(|c| c.chars().all(|ch| matches!(ch, '*' | '?')));
+    if only_wildcards && components.contains(&"**") {
+        return Some(tool_error(
+            format!(
+                "Pattern `{pattern}` is made only of wildcards, so it would list everything below the \
+                 directory, `node_modules` and build output included. Add a literal anchor: a directory \
+                 (`src/**/*.rs`), a file name or an extension (`**/*.toml`)."
+            ),
+            "Unsafe pattern",
+        ));
+    }
+    if pattern.contains(['{', '}']) {
+        return Some(tool_error(
+            format!(
+                "Pattern `{pattern}` uses brace expansion, which Glob does not support: `{{` and `}}` are \
+                 matched literally, so the pattern would silently match no file. Call Glob once per \
+                 alternative instead (for example `*.ts`, then `*.tsx`)."
+            ),
+            "Unsupported pattern",
+        ));
+    }
+    None
+}
+
+/// Most recently modified first; equal times (and unreadable ones, taken as the oldest) by path.
+fn newest_first(paths: &mut [PathBuf]) {
+    let mut keyed: Vec<(std::time::SystemTime, PathBuf)> = paths
+        .iter()
+        .map(|p| {
+            let modified = std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+            (modified, p.clone())
+        })
+        .collect();
+    keyed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    for (slot, (_, path)) in paths.iter_mut().zip(keyed) {
+        *slot = path;
+    }
 }
 
 /// One component of a pattern.
@@ -516,5 +595,38 @@ mod tests {
         )
         .await;
         assert_eq!(value, ok_text("SKILL.md", "Found 1 matches for pattern `*.md`."));
+    }
+    #[tokio::test]
+    async fn kimi_code_rules_sort_newest_first_and_refuse_wildcards_and_braces() {
+        let dir = tree();
+        for (file, secs) in [("a.py", 3_000), ("src/c.py", 1_000), ("src/sub/d.py", 2_000)] {
+            let handle = std::fs::File::options().write(true).open(dir.path(file)).unwrap();
+            handle
+                .set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+                .unwrap();
+        }
+        let tool = Arc::new(Glob::with_rules(dir.env(), Vec::new(), GlobRules::KimiCode));
+        let run = |pattern: &str| call(Arc::clone(&tool), json!({ "pattern": pattern }));
+        // `.e.py` was just written, so it is the newest.
+        let value = run("src/**/*.py").await.1;
+        assert_eq!(value.output, "src/sub/.e.py\nsrc/sub/d.py\nsrc/c.py".into());
+        // `**` leading a pattern with a literal part is fine here (the reference refuses it).
+        let value = run("**/d.py").await.1;
+        assert_eq!(value.output, "src/sub/d.py".into());
+        for pattern in ["**", "**/*", "*/**", "./**/?"] {
+            let value = run(pattern).await.1;
+            assert_eq!(
+                value.display,
+                vec![kimi_wire::message::DisplayBlock::Brief {
+                    text: "Unsafe pattern".into()
+                }],
+                "{pattern}"
+            );
+        }
+        let value = run("*.{py,txt}").await.1;
+        assert!(value.is_error);
+        assert!(value.message.contains("brace expansion"), "{}", value.message);
+        // One level of wildcards is bounded, so it is allowed.
+        assert!(!run("*").await.1.is_error);
     }
 }

@@ -38,13 +38,14 @@ mod write;
 
 pub use access::ACTION_READ_OUTSIDE;
 pub use edit::StrReplaceFile;
-pub use glob::Glob;
+pub use glob::{Glob, GlobRules};
 pub use grep::Grep;
 pub use read::ReadFile;
 pub use read_media::ReadMediaFile;
 pub use sensitive::SecretFiles;
 pub use write::WriteFile;
 
+pub(crate) use paths::expand_user;
 use std::path::PathBuf;
 
 use kimi_core::toolset::schema_for;

@@ -650,6 +650,7 @@ mod tests {
                 action: "read file outside of working directory".into(),
                 description: format!("Read file `{}`", file.display()),
                 display: Vec::new(),
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             }))
         );

@@ -84,6 +84,7 @@ impl Tool for WriteFile {
                 action: prepared.action.to_owned(),
                 description: format!("Write file `{}`", prepared.target.shown.display()),
                 display: prepared.diff.clone(),
+                detail_display: Vec::new(),
                 writes: vec![prepared.target.shown.clone()],
             };
             Ok(Plan::side_effect(ask, Box::pin(run(params, prepared))))
@@ -221,6 +222,7 @@ mod tests {
                 action: "edit file".into(),
                 description: format!("Write file `{shown}`"),
                 display: blocks.clone(),
+                detail_display: Vec::new(),
                 writes: vec![dir.path("file.txt")],
             }))
         );

@@ -83,6 +83,44 @@ pub(crate) fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Sche
     schemars::json_schema!({ "type": "integer" })
 }
 
+/// One command to run, once the tool the model called (`Shell`, or the kimi-code `Bash`) has checked
+/// its own arguments: both run commands the same way, with their own limits.
+#[derive(Debug)]
+pub(crate) struct ShellRun {
+    /// The command line, run with `bash -c`.
+    pub command: String,
+    /// Where it runs; the work dir when `None`.
+    pub cwd: Option<PathBuf>,
+    /// In the foreground or as a background task.
+    pub mode: RunMode,
+}
+
+/// How a command's run relates to the call.
+#[derive(Debug)]
+pub(crate) enum RunMode {
+    /// The call waits for the command, which is stopped after `timeout`.
+    Foreground {
+        /// The most the command may take.
+        timeout: Duration,
+    },
+    /// The command becomes a background task and the call returns at once.
+    Background {
+        /// The model's few words about the task.
+        description: String,
+        /// The most the task may take; `None` for no limit.
+        timeout: Option<Duration>,
+    },
+}
+
+/// What a background run adds to the command: the task's description and limit, where it runs (for
+/// the approval) and the call that starts it.
+struct BackgroundRun {
+    description: String,
+    timeout: Option<Duration>,
+    place: String,
+    tool_call_id: String,
+}
+
 /// The `Shell` tool.
 #[derive(Debug)]
 pub struct Shell {
@@ -112,53 +150,100 @@ impl Shell {
     fn make_plan(self: Arc<Self>, args: Value, ctx: CallContext) -> Result<Plan, ToolReturnValue> {
         let args: ShellArgs = parse_args(args)?;
         validate(&args)?;
-        if args.command.is_empty() {
+        // `validate` bounds the timeout to 1..=300 in the foreground and 1..=86400 in the background.
+        let timeout = Duration::from_secs(u64::try_from(args.timeout).unwrap_or(1));
+        let mode = if args.run_in_background {
+            RunMode::Background {
+                description: args.description,
+                timeout: Some(timeout),
+            }
+        } else {
+            RunMode::Foreground { timeout }
+        };
+        let run = ShellRun {
+            command: args.command,
+            cwd: None,
+            mode,
+        };
+        self.plan_run(run, ctx)
+    }
+
+    /// The plan of a command whose arguments were checked by the tool the model called (`Shell`, or the
+    /// kimi-code `Bash`): approval of the command, then the run in the foreground or as a task.
+    pub(crate) fn plan_run(
+        self: Arc<Self>,
+        run: ShellRun,
+        ctx: CallContext,
+    ) -> Result<Plan, ToolReturnValue> {
+        if run.command.is_empty() {
             return Err(ToolReturnValue::error(
                 "",
                 "Command cannot be empty.",
                 "Empty command",
             ));
         }
-        if args.run_in_background {
-            return Ok(self.background_plan(args, ctx.tool_call_id));
-        }
+        // The user approves a command where it runs: a directory other than the work dir is named.
+        let place = run
+            .cwd
+            .as_ref()
+            .map(|dir| format!(" in `{}`", dir.display()))
+            .unwrap_or_default();
+        let cwd = run.cwd.unwrap_or_else(|| self.work_dir.clone());
+        let timeout = match run.mode {
+            RunMode::Foreground { timeout } => timeout,
+            RunMode::Background { description, timeout } => {
+                let task = BackgroundRun {
+                    description,
+                    timeout,
+                    place,
+                    tool_call_id: ctx.tool_call_id,
+                };
+                return Ok(self.background_plan(run.command, cwd, task));
+            }
+        };
         let ask = ApprovalAsk {
             action: "run command".to_owned(),
-            description: format!("Run command `{}`", args.command),
+            description: format!("Run command `{}`{place}", run.command),
             display: vec![DisplayBlock::Shell {
                 language: "bash".to_owned(),
-                command: args.command.clone(),
+                command: run.command.clone(),
             }],
+            detail_display: Vec::new(),
             writes: Vec::new(),
         };
-        // `validate` bounds the timeout to 1..=300 here.
-        let timeout = u64::try_from(args.timeout).unwrap_or(1);
         Ok(Plan::side_effect(
             ask,
-            Box::pin(async move { self.execute(args.command, timeout, ctx.cancel).await }),
+            Box::pin(async move { self.execute(run.command, &cwd, timeout, ctx.cancel).await }),
         ))
     }
 
     /// Approval for `run background command`, then a task that outlives this call.
-    fn background_plan(self: Arc<Self>, args: ShellArgs, tool_call_id: String) -> Plan {
+    fn background_plan(self: Arc<Self>, command: String, cwd: PathBuf, task: BackgroundRun) -> Plan {
+        let BackgroundRun {
+            description,
+            timeout,
+            place,
+            tool_call_id,
+        } = task;
         let ask = ApprovalAsk {
             action: "run background command".to_owned(),
-            description: format!("Run background command `{}`", args.command),
+            description: format!("Run background command `{command}`{place}"),
             display: vec![DisplayBlock::Shell {
                 language: "bash".to_owned(),
-                command: args.command.clone(),
+                command: command.clone(),
             }],
+            detail_display: Vec::new(),
             writes: Vec::new(),
         };
         let request = BashTaskRequest {
-            command: args.command,
-            description: args.description.trim().to_owned(),
-            // `validate` bounds the timeout to 1..=86400 here.
-            timeout_s: u64::try_from(args.timeout).unwrap_or(1),
+            command,
+            description: description.trim().to_owned(),
+            // Task records keep whole seconds (the reference's `timeout_s`): a part second rounds up.
+            timeout_s: timeout.map(|t| t.as_secs() + u64::from(t.subsec_nanos() > 0)),
             tool_call_id,
             shell_name: self.shell_name.to_owned(),
             shell_path: self.shell.clone(),
-            cwd: self.work_dir.clone(),
+            cwd,
         };
         Plan::side_effect(
             ask,
@@ -178,15 +263,21 @@ impl Shell {
         )
     }
 
-    async fn execute(&self, command: String, timeout_s: u64, cancel: CancellationToken) -> ToolReturnValue {
+    async fn execute(
+        &self,
+        command: String,
+        cwd: &Path,
+        timeout: Duration,
+        cancel: CancellationToken,
+    ) -> ToolReturnValue {
         let mut out = OutputBuilder::with_limits(MAX_CAPTURED_CHARS, Some(DEFAULT_MAX_LINE_LENGTH));
         let cmd = ShellCommand {
             shell: &self.shell,
             command: &command,
-            cwd: &self.work_dir,
+            cwd,
         };
         let limits = Limits {
-            timeout: Duration::from_secs(timeout_s),
+            timeout,
             grace: KILL_GRACE,
         };
         let result = {
@@ -206,10 +297,13 @@ impl Shell {
                 }
                 out.error(&format!("Command failed with exit code: {code}."), &brief)
             }
-            Ok(Outcome::TimedOut) => out.error(
-                &format!("Command killed by timeout ({timeout_s}s)"),
-                &format!("Killed by timeout ({timeout_s}s)"),
-            ),
+            Ok(Outcome::TimedOut) => {
+                let limit = timeout_label(timeout);
+                out.error(
+                    &format!("Command killed by timeout ({limit})"),
+                    &format!("Killed by timeout ({limit})"),
+                )
+            }
             Ok(Outcome::Cancelled) => out.error("Command was cancelled before it finished.", "Cancelled"),
             Err(e) => {
                 tracing::error!(command = %command, error = %e, "shell command could not be started");
@@ -230,6 +324,15 @@ impl Tool for Shell {
         ctx: CallContext,
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move { self.make_plan(args, ctx) })
+    }
+}
+
+/// A timeout as the timeout messages write it: whole seconds as `60s`, anything finer as `1500ms`.
+fn timeout_label(timeout: Duration) -> String {
+    if timeout.subsec_nanos() == 0 {
+        format!("{}s", timeout.as_secs())
+    } else {
+        format!("{}ms", timeout.as_millis())
     }
 }
 
@@ -350,6 +453,7 @@ mod tests {
                     language: "bash".into(),
                     command: "echo ok".into()
                 }],
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );
@@ -559,6 +663,7 @@ mod tests {
                     language: "bash".into(),
                     command: "sleep 0.3; echo done".into()
                 }],
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );

@@ -93,6 +93,7 @@ pub(crate) async fn run(
         .stdout(Stdio::from(writer.try_clone()?))
         .stderr(Stdio::from(writer))
         .kill_on_drop(true);
+    kimi_core::guardian::start();
     let mut child = command.spawn()?;
     // The command still holds our copies of the pipe's write end; without dropping it, EOF never comes.
     drop(command);

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{LIST, ensure_root, task_display};
+use super::{LIST, TaskFormat, ensure_root, task_display};
 use crate::args;
 
 // Parameters of `TaskList` (plain comments: doc comments on the type would describe the whole object).
@@ -39,14 +39,25 @@ fn default_limit() -> i64 {
 pub struct TaskList {
     spec: ToolSpec,
     tasks: TaskManager,
+    format: TaskFormat,
 }
 
 impl TaskList {
     /// A `TaskList` over `tasks`.
     pub fn new(tasks: TaskManager) -> Self {
+        Self::with_format(tasks, TaskFormat::Reference)
+    }
+
+    /// A `TaskList` writing its list in `format`.
+    pub fn with_format(tasks: TaskManager, format: TaskFormat) -> Self {
+        let description = match format {
+            TaskFormat::Reference => include_str!("../descriptions/task_list.md"),
+            TaskFormat::KimiCode => include_str!("../kimi_code/descriptions/task_list.md"),
+        };
         Self {
-            spec: crate::tool_spec::<TaskListArgs>(LIST, include_str!("../descriptions/task_list.md")),
+            spec: crate::tool_spec::<TaskListArgs>(LIST, description),
             tasks,
+            format,
         }
     }
 
@@ -57,12 +68,13 @@ impl TaskList {
         let limit = usize::try_from(args.limit).unwrap_or(1);
         Ok(Plan::read_only(Box::pin(async move {
             let views = self.tasks.list(args.active_only, Some(limit));
+            let text = match self.format {
+                TaskFormat::Reference => format_task_list(&views, args.active_only, true),
+                TaskFormat::KimiCode => crate::kimi_code::tasks::list(&views, args.active_only),
+            };
             ToolReturnValue {
                 display: views.iter().map(task_display).collect(),
-                ..ToolReturnValue::ok(
-                    format_task_list(&views, args.active_only, true),
-                    "Task list retrieved.",
-                )
+                ..ToolReturnValue::ok(text, "Task list retrieved.")
             }
         })))
     }

@@ -3,7 +3,7 @@
 //! with the reference's error.
 
 mod list;
-mod output;
+pub(crate) mod output;
 mod stop;
 
 use kimi_core::background::{TaskManager, TaskView};
@@ -19,6 +19,18 @@ pub const LIST: &str = "TaskList";
 pub const OUTPUT: &str = "TaskOutput";
 /// See [`LIST`].
 pub const STOP: &str = "TaskStop";
+
+/// How the task tools write tasks for the model: the reference's lines, or seeds/002's records (the
+/// kimi-code agent; `crate::kimi_code::tasks`). The tools do the same work either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskFormat {
+    /// The reference's `key: value` layout (`[1]`-numbered lists, `ReadFile` hints).
+    #[default]
+    Reference,
+    /// seeds/002's: each task's record (snake_case keys, nothing empty), `---` between tasks, `Read`
+    /// hints, `timed_out` and `stop_reason` as Kimi Code reports them.
+    KimiCode,
+}
 
 /// The `background_task` display block for a task.
 pub(crate) fn task_display(view: &TaskView) -> DisplayBlock {
@@ -94,7 +106,7 @@ pub(crate) mod testing {
                 .create_bash_task(BashTaskRequest {
                     command: command.into(),
                     description: "job".into(),
-                    timeout_s: 60,
+                    timeout_s: Some(60),
                     tool_call_id: "tc-0".into(),
                     shell_name: "bash".into(),
                     shell_path: PathBuf::from("bash"),

@@ -14,14 +14,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{OUTPUT, ensure_root, find, task_display};
+use super::{OUTPUT, TaskFormat, ensure_root, find, task_display};
 use crate::args;
 
 /// Bytes of output shown (the end of the log; reference `TASK_OUTPUT_PREVIEW_BYTES`).
 pub const PREVIEW_BYTES: u64 = 32 << 10;
 
 /// Lines per `ReadFile` page suggested for reading the whole log (reference `TASK_OUTPUT_READ_HINT_LINES`).
-const READ_HINT_LINES: u32 = 300;
+pub(crate) const READ_HINT_LINES: u32 = 300;
 
 // Parameters of `TaskOutput`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,14 +46,25 @@ fn default_timeout() -> i64 {
 pub struct TaskOutput {
     spec: ToolSpec,
     tasks: TaskManager,
+    format: TaskFormat,
 }
 
 impl TaskOutput {
     /// A `TaskOutput` over `tasks`.
     pub fn new(tasks: TaskManager) -> Self {
+        Self::with_format(tasks, TaskFormat::Reference)
+    }
+
+    /// A `TaskOutput` writing its snapshot in `format`.
+    pub fn with_format(tasks: TaskManager, format: TaskFormat) -> Self {
+        let description = match format {
+            TaskFormat::Reference => include_str!("../descriptions/task_output.md"),
+            TaskFormat::KimiCode => include_str!("../kimi_code/descriptions/task_output.md"),
+        };
         Self {
-            spec: crate::tool_spec::<TaskOutputArgs>(OUTPUT, include_str!("../descriptions/task_output.md")),
+            spec: crate::tool_spec::<TaskOutputArgs>(OUTPUT, description),
             tasks,
+            format,
         }
     }
 
@@ -88,9 +99,13 @@ impl TaskOutput {
             "Task output retrieved."
         };
         let current = self.tasks.get(&id).unwrap_or_else(|| view.clone());
+        let text = match self.format {
+            TaskFormat::Reference => render(&view, retrieval_status, &preview),
+            TaskFormat::KimiCode => crate::kimi_code::tasks::output(&view, retrieval_status, &preview),
+        };
         ToolReturnValue {
             display: vec![task_display(&current)],
-            ..ToolReturnValue::ok(render(&view, retrieval_status, &preview), message)
+            ..ToolReturnValue::ok(text, message)
         }
     }
 
@@ -116,12 +131,17 @@ impl TaskOutput {
 }
 
 /// The end of a task's output.
-struct Preview {
-    text: String,
-    path: std::path::PathBuf,
-    size: u64,
-    shown: u64,
-    truncated: bool,
+pub(crate) struct Preview {
+    /// The last [`PREVIEW_BYTES`] of the log, without its final line break.
+    pub text: String,
+    /// The log file.
+    pub path: std::path::PathBuf,
+    /// Its size.
+    pub size: u64,
+    /// Bytes of it in `text`.
+    pub shown: u64,
+    /// Whether `text` leaves out the start of the log.
+    pub truncated: bool,
 }
 
 fn render(view: &TaskView, retrieval_status: &str, preview: &Preview) -> String {

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{STOP, ensure_root, find, task_display};
+use super::{STOP, TaskFormat, ensure_root, find, task_display};
 
 /// The reason recorded when the model gives none (reference default).
 const DEFAULT_REASON: &str = "Stopped by TaskStop";
@@ -36,14 +36,25 @@ fn default_reason() -> String {
 pub struct TaskStop {
     spec: ToolSpec,
     tasks: TaskManager,
+    format: TaskFormat,
 }
 
 impl TaskStop {
     /// A `TaskStop` over `tasks`.
     pub fn new(tasks: TaskManager) -> Self {
+        Self::with_format(tasks, TaskFormat::Reference)
+    }
+
+    /// A `TaskStop` reporting the stopped task in `format`.
+    pub fn with_format(tasks: TaskManager, format: TaskFormat) -> Self {
+        let description = match format {
+            TaskFormat::Reference => include_str!("../descriptions/task_stop.md"),
+            TaskFormat::KimiCode => include_str!("../kimi_code/descriptions/task_stop.md"),
+        };
         Self {
-            spec: crate::tool_spec::<TaskStopArgs>(STOP, include_str!("../descriptions/task_stop.md")),
+            spec: crate::tool_spec::<TaskStopArgs>(STOP, description),
             tasks,
+            format,
         }
     }
 
@@ -62,6 +73,7 @@ impl TaskStop {
             action: "stop background task".to_owned(),
             description: format!("Stop background task `{}`", view.spec.id),
             display: vec![task_display(&view)],
+            detail_display: Vec::new(),
             writes: Vec::new(),
         };
         let reason = match args.reason.trim() {
@@ -72,10 +84,16 @@ impl TaskStop {
             ask,
             Box::pin(async move {
                 match self.tasks.kill(&view.spec.id, &reason).await {
-                    Ok(view) => ToolReturnValue {
-                        display: vec![task_display(&view)],
-                        ..ToolReturnValue::ok(format_task(&view, true), "Task stop requested.")
-                    },
+                    Ok(view) => {
+                        let text = match self.format {
+                            TaskFormat::Reference => format_task(&view, true),
+                            TaskFormat::KimiCode => crate::kimi_code::tasks::stopped(&view),
+                        };
+                        ToolReturnValue {
+                            display: vec![task_display(&view)],
+                            ..ToolReturnValue::ok(text, "Task stop requested.")
+                        }
+                    }
                     Err(e) => ToolReturnValue::error("", format!("Failed to stop task: {e}"), "Stop failed"),
                 }
             }),
@@ -126,6 +144,7 @@ mod tests {
                     status: "running".into(),
                     description: "job".into()
                 }],
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );

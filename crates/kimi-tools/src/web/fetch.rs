@@ -262,6 +262,7 @@ impl Tool for FetchURL {
                 action: fetch_action(&host),
                 description: format!("Fetch `{}`", args.url),
                 display: Vec::new(),
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             };
             Ok(Plan::side_effect(
@@ -734,6 +735,7 @@ mod tests {
                 action: "fetch from example.com".into(),
                 description: "Fetch `https://Example.COM/a?q=1`".into(),
                 display: Vec::new(),
+                detail_display: Vec::new(),
                 writes: Vec::new(),
             })
         );

@@ -1,0 +1,179 @@
+//! The kimi-code tool profile: the tool set of Kimi Code (shared/seeds/002), which `--agent kimi-code`
+//! offers instead of the reference's. Agent files name these tools `kimi_code:<Name>`.
+//!
+//! One implementation per idea: every tool here is served by the implementation the default agent's
+//! tool of the same idea uses, through argument and result adapters ([`adapter::Adapted`]) or a
+//! parameter of the shared implementation where the semantics differ:
+//!
+//! | seeds/002 | served by | what differs |
+//! |---|---|---|
+//! | `Read`, `Write`, `WebSearch`, `TodoList` | ReadFile, WriteFile, SearchWeb, SetTodoList | the name (Read's media-file error names ReadMediaFile) |
+//! | `Edit` | StrReplaceFile | one flat `old_string`/`new_string`/`replace_all` edit |
+//! | `Glob` | Glob under [`GlobRules::KimiCode`](crate::file::GlobRules) | `path` (may be relative), newest first, wildcard-only and brace patterns refused |
+//! | `Bash` | Shell ([`bash`]) | `cwd`, `timeout` in ms (60 s / 5 min; background 10 min / 10 min), `disable_timeout` |
+//! | `TaskList`, `TaskOutput`, `TaskStop` | the task tools under [`TaskFormat::KimiCode`](crate::task::TaskFormat) | seeds/002's records ([`tasks`]) |
+//! | `Agent` | Agent | no `model`; `subagent_type` and `resume` exclusive |
+//! | `ExitPlanMode` | ExitPlanMode | 1 to 3 `options`, labels at most 80 characters |
+//! | `ReadMediaFile`, `Grep`, `FetchURL`, `EnterPlanMode`, `AskUserQuestion`, `Cron*` | the same tools | nothing (descriptions name the profile's tools) |
+//!
+//! `git_diff` and `Skill` are the same in both agents and are not part of the profile.
+
+mod adapter;
+mod agent;
+mod bash;
+mod edit;
+mod glob;
+mod plan;
+pub(crate) mod tasks;
+
+use std::sync::Arc;
+
+use kimi_core::tool_names::ToolNames;
+use kimi_core::toolset::Tool;
+use kimi_llm::ToolSpec;
+use kimi_wire::message::ToolReturnValue;
+
+use crate::task::TaskFormat;
+use crate::{Shell, TaskList, TaskOutput, TaskStop, ToolDeps, UnknownTool};
+use adapter::Adapted;
+
+/// How agent files name the profile's tools: `kimi_code:Bash`.
+pub const PREFIX: &str = "kimi_code:";
+
+/// The profile's tools as agent files name them, in the built-in `kimi-code` agent's order.
+pub const TOOLS: &[&str] = &[
+    "kimi_code:Agent",
+    "kimi_code:AskUserQuestion",
+    "kimi_code:TodoList",
+    "kimi_code:Bash",
+    "kimi_code:TaskList",
+    "kimi_code:TaskOutput",
+    "kimi_code:TaskStop",
+    "kimi_code:Read",
+    "kimi_code:ReadMediaFile",
+    "kimi_code:Glob",
+    "kimi_code:Grep",
+    "kimi_code:Write",
+    "kimi_code:Edit",
+    "kimi_code:WebSearch",
+    "kimi_code:FetchURL",
+    "kimi_code:EnterPlanMode",
+    "kimi_code:ExitPlanMode",
+    "kimi_code:CronCreate",
+    "kimi_code:CronList",
+    "kimi_code:CronDelete",
+];
+
+/// What the profile calls the reference's tools, for the texts the model reads (descriptions,
+/// reminders, the output budget's marker).
+pub const NAMES: ToolNames = ToolNames::new(&[
+    ("ReadFile", "Read"),
+    ("WriteFile", "Write"),
+    ("StrReplaceFile", "Edit"),
+    ("Shell", "Bash"),
+    ("SetTodoList", "TodoList"),
+    ("SearchWeb", "WebSearch"),
+]);
+
+/// Builds the profile's tool `name` (without the prefix) over the shared implementations; `Ok(None)`
+/// when it does not load in this session, for the same reasons as its implementation.
+pub(crate) fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
+    let shared = |reference: &str| crate::build_tool(reference, deps);
+    let tool: Arc<dyn Tool> = match name {
+        // The same tools, descriptions and all.
+        "AskUserQuestion" | "Grep" | "FetchURL" | "EnterPlanMode" | "CronCreate" | "CronList"
+        | "CronDelete" => {
+            return shared(name);
+        }
+        "ReadMediaFile" => return Ok(shared(name)?.map(|inner| reworded(inner, name))),
+        "Read" => {
+            return Ok(
+                shared("ReadFile")?.map(|inner| Arc::new(renamed(inner, name).result(read_result)) as _)
+            );
+        }
+        "Write" => return Ok(shared("WriteFile")?.map(|inner| Arc::new(renamed(inner, name)) as _)),
+        "TodoList" => return Ok(shared("SetTodoList")?.map(|inner| Arc::new(renamed(inner, name)) as _)),
+        "WebSearch" => return Ok(shared("SearchWeb")?.map(|inner| Arc::new(renamed(inner, name)) as _)),
+        "Edit" => match shared("StrReplaceFile")? {
+            Some(inner) => Arc::new(edit::edit(inner)),
+            None => return Ok(None),
+        },
+        "Agent" => match shared("Agent")? {
+            Some(inner) => Arc::new(agent::agent(inner)),
+            None => return Ok(None),
+        },
+        "ExitPlanMode" => match shared("ExitPlanMode")? {
+            Some(inner) => Arc::new(plan::exit_plan_mode(inner)),
+            None => return Ok(None),
+        },
+        "Glob" => Arc::new(glob::glob(deps)),
+        "Bash" => Arc::new(bash::Bash::new(
+            Arc::new(Shell::new(&deps.env, deps.tasks.clone())),
+            deps.env.work_dir.clone(),
+        )),
+        "TaskList" => Arc::new(TaskList::with_format(deps.tasks.clone(), TaskFormat::KimiCode)),
+        "TaskOutput" => Arc::new(TaskOutput::with_format(deps.tasks.clone(), TaskFormat::KimiCode)),
+        "TaskStop" => Arc::new(TaskStop::with_format(deps.tasks.clone(), TaskFormat::KimiCode)),
+        _ => {
+            return Err(UnknownTool {
+                name: format!("{PREFIX}{name}"),
+            });
+        }
+    };
+    Ok(Some(tool))
+}
+
+/// `inner` under the profile's `name`, with its parameters and its description in the profile's words.
+fn renamed(inner: Arc<dyn Tool>, name: &str) -> Adapted {
+    let spec = ToolSpec {
+        name: name.to_owned(),
+        description: NAMES.apply(&inner.spec().description).into_owned(),
+        parameters: inner.spec().parameters.clone(),
+    };
+    Adapted::new(inner, spec)
+}
+
+/// `inner` as it is, its description naming the profile's tools.
+fn reworded(inner: Arc<dyn Tool>, name: &str) -> Arc<dyn Tool> {
+    if NAMES.apply(&inner.spec().description) == inner.spec().description {
+        return inner;
+    }
+    Arc::new(renamed(inner, name))
+}
+
+/// seeds/002: reading an image or video with `Read` points to `ReadMediaFile`.
+fn read_result(mut value: ToolReturnValue) -> ToolReturnValue {
+    const GENERIC: &str = "Use other appropriate tools to read image or video files.";
+    if value.message.contains(GENERIC) {
+        value.message = value
+            .message
+            .replace(GENERIC, "Use ReadMediaFile to read image or video files.");
+    }
+    value
+}
+
+/// An integer or `null`, as the other tools' optional integers are written.
+fn optional_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "anyOf": [{ "type": "integer" }, { "type": "null" }] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn read_points_media_files_to_read_media_file() {
+        let refused = ToolReturnValue::error(
+            "",
+            "`a.png` is a image file. Use other appropriate tools to read image or video files.",
+            "Unsupported file type",
+        );
+        assert_eq!(
+            read_result(refused).message,
+            "`a.png` is a image file. Use ReadMediaFile to read image or video files."
+        );
+        let other = ToolReturnValue::ok("text", "1 lines read");
+        assert_eq!(read_result(other.clone()), other);
+    }
+}
