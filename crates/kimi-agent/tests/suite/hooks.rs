@@ -7,7 +7,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::common::{
-    POLL, READ_TIMEOUT, TestHome, WireProcess, is_alive, kinds, payloads, shell_call_line, wait_for_pid,
+    READ_TIMEOUT, TestHome, WireProcess, is_alive, kinds, payloads, shell_call_line, wait_for_pid,
+    wait_until_gone,
 };
 
 /// A home whose scripted config also has `hooks`.
@@ -281,14 +282,7 @@ async fn no_hook_child_outlives_a_sigkilled_agent() -> Result<()> {
 
     wire.child.start_kill()?;
     tokio::time::timeout(READ_TIMEOUT, wire.child.wait()).await??;
-    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
-    while is_alive(pid) {
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "the hook's child {pid} survived the agent's SIGKILL"
-        );
-        // The guardian acts when it sees its pipe close, a moment after our wait returns.
-        tokio::time::sleep(POLL).await;
-    }
+    // The guardian acts when it sees its pipe close, a moment after our wait returns.
+    wait_until_gone(pid, "the hook's child after the agent's SIGKILL").await?;
     Ok(())
 }
