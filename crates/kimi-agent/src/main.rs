@@ -39,7 +39,7 @@ fn main() -> ExitCode {
     if let Err(e) = kimi_core::private_files::create_dir_all(&share_dir) {
         return fail(&format!("cannot create {}: {e}", share_dir.display()));
     }
-    logging::init(&share_dir.join("logs"), cli.debug, cli.verbose || cli.debug);
+    logging::init(&share_dir, cli.debug, cli.verbose || cli.debug);
     let source = match (&cli.config, &cli.config_file) {
         (Some(text), _) => ConfigSource::Inline(text.clone()),
         (None, Some(path)) => ConfigSource::File(path.clone()),
@@ -94,7 +94,7 @@ fn main() -> ExitCode {
             tracing::error!("{e:#}");
             fail(&format!(
                 "{e:#}\nSee logs: {}",
-                share_dir.join("logs/kimi.log").display()
+                kimi_core::paths::log_file(&share_dir).display()
             ))
         }
     }

@@ -180,12 +180,6 @@ impl ApprovalRuntime {
         lock(&self.state).afk = afk;
     }
 
-    /// Is everything approved without asking?
-    pub fn is_auto_approve(&self) -> bool {
-        let state = lock(&self.state);
-        state.yolo || state.afk
-    }
-
     /// Decides whether the call `tool_call_id` of `sender` may do `ask`.
     pub async fn request(
         &self,

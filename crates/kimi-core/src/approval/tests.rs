@@ -80,7 +80,7 @@ async fn yolo_and_afk_approve_without_asking() {
         },
     ] {
         let runtime = runtime(&client, state);
-        assert!(runtime.is_auto_approve());
+        assert!(runtime.state().yolo || runtime.state().afk);
         let verdict = runtime
             .request(&source("turn-1"), "tc-1", "Shell", &ask("run command", "ls"))
             .await;
@@ -93,7 +93,7 @@ async fn yolo_and_afk_approve_without_asking() {
 async fn switching_yolo_on_and_off_takes_effect_at_once() {
     let mut client = FakeClient::start();
     let runtime = runtime(&client, ApprovalState::default());
-    assert!(!runtime.is_auto_approve());
+    assert!(!runtime.state().yolo && !runtime.state().afk);
     runtime.set_yolo(true);
     assert_eq!(
         runtime

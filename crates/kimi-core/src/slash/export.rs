@@ -545,7 +545,7 @@ async fn import_source(
     }
     let plain_id =
         !target.is_empty() && target != "." && target != ".." && !target.contains(['/', '\\', '\0']);
-    let context_file = crate::session::work_dir_sessions(share_dir, work_dir)
+    let context_file = crate::paths::work_dir_sessions_dir(share_dir, work_dir)
         .join(target)
         .join("context.jsonl");
     if !plain_id || !context_file.is_file() {

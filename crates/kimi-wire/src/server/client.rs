@@ -8,8 +8,8 @@ use tokio::sync::mpsc;
 use super::pending::{DuplicateId, NoAnswer, PendingRequests, Reply, RequestScope};
 use super::turn::TurnSlot;
 use crate::event_filter::EventFilter;
-use crate::jsonrpc;
 use crate::message::{ClientRequest, Event, Request};
+use crate::{jsonrpc, methods};
 
 /// The connection went away; nothing more can be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +54,7 @@ impl ClientHandle {
     /// ([`crate::TurnStarter`]) for the client, sent or not.
     pub async fn send_event(&self, event: &Event) -> Result<bool, ConnectionClosed> {
         let sent = if self.event_filter().allows(event) {
-            let line = jsonrpc::notification_line("event", event).map_err(|e| {
+            let line = jsonrpc::notification_line(methods::EVENT, event).map_err(|e| {
                 tracing::error!(error = %e, "event failed to serialize");
                 ConnectionClosed
             })?;
@@ -107,7 +107,7 @@ impl ClientHandle {
     ) -> Result<Reply<R::Answer>, SendRequestError> {
         let request: Request = request.clone().into();
         let waiter = self.pending.register(request.id(), scope)?;
-        let line = jsonrpc::request_line("request", request.id(), &request).map_err(|e| {
+        let line = jsonrpc::request_line(methods::REQUEST, request.id(), &request).map_err(|e| {
             tracing::error!(error = %e, "request failed to serialize");
             ConnectionClosed
         })?;
@@ -117,7 +117,8 @@ impl ClientHandle {
 
     /// Sends a recorded request during `replay`: not registered, so the client's answer is ignored.
     pub async fn replay_request(&self, request: &Request) -> Result<(), ConnectionClosed> {
-        let line = jsonrpc::request_line("request", request.id(), request).map_err(|_| ConnectionClosed)?;
+        let line =
+            jsonrpc::request_line(methods::REQUEST, request.id(), request).map_err(|_| ConnectionClosed)?;
         self.send_line(line).await
     }
 
