@@ -154,7 +154,7 @@ impl EventSink {
         request: R,
         scope: RequestScope,
     ) -> Result<R::Answer, NoAnswer> {
-        Ok(self.send(request, scope).await?.answer().await?)
+        self.send(request, scope).await?.answer().await
     }
 
     async fn record(&self, message: WireMessage) {

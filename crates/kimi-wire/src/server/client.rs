@@ -94,7 +94,7 @@ impl ClientHandle {
         request: &R,
         scope: RequestScope,
     ) -> Result<R::Answer, NoAnswer> {
-        Ok(self.send(request, scope).await?.answer().await?)
+        self.send(request, scope).await?.answer().await
     }
 
     /// Sends `request`, whose answer is awaited through the returned [`Reply`] (for an asker that does
