@@ -38,10 +38,10 @@ pub mod testing;
 pub use agent::WireAgent;
 pub use error_code::RpcError;
 pub use event_filter::{EventFilter, TS_SDK_0_1_EVENTS};
-pub use server::pending::{Abandoned, Answer, NoAnswer, Reply, RequestScope};
+pub use server::pending::{Abandoned, Answer, RequestScope};
 pub use server::{
-    AgentTurn, ClientHandle, ConnectionClosed, SendRequestError, Server, ServerConfig, ShuttingDown,
-    TurnStarter,
+    AgentTurn, ClientHandle, ConnectionClosed, NoAnswer, Reply, SendRequestError, Server, ServerConfig,
+    ShuttingDown, TurnStarter,
 };
 
 /// The protocol version this server speaks.

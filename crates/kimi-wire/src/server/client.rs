@@ -1,14 +1,20 @@
 //! [`ClientHandle`]: how the agent talks back to the client (events, and requests whose answers it
 //! awaits), and why that can fail.
 
+use std::marker::PhantomData;
 use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use tokio::sync::mpsc;
 
-use super::pending::{DuplicateId, NoAnswer, PendingRequests, Reply, RequestScope};
+use super::pending::{Abandoned, Answer, DuplicateId, PendingAnswer, PendingRequests, RequestScope};
 use super::turn::TurnSlot;
+use crate::error_code::RpcError;
 use crate::event_filter::EventFilter;
 use crate::message::{ClientRequest, Event, Request};
+use crate::named::from_value_named;
 use crate::{jsonrpc, methods};
 
 /// The connection went away; nothing more can be sent.
@@ -25,6 +31,61 @@ pub enum SendRequestError {
     /// Another request with the same id is still pending.
     #[error(transparent)]
     Duplicate(#[from] DuplicateId),
+}
+
+/// Why a request got no answer of its type.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NoAnswer {
+    /// It could not be sent.
+    #[error(transparent)]
+    NotSent(#[from] SendRequestError),
+    /// The client answered with an error.
+    #[error("the client answered with error {}: {}", .0.code, .0.message)]
+    Error(RpcError),
+    /// The client's `result` is not an answer of the request's kind.
+    #[error("malformed answer: {0}")]
+    Malformed(String),
+    /// No answer will come (see [`Abandoned`]).
+    #[error("abandoned: {0:?}")]
+    Abandoned(Abandoned),
+}
+
+impl Answer {
+    /// The answer as an `A`, or why it is none.
+    pub fn read<A: DeserializeOwned + Serialize>(self) -> Result<A, NoAnswer> {
+        match self {
+            Self::Result(value) => from_value_named(&value).map_err(|e| NoAnswer::Malformed(e.to_string())),
+            Self::Error(error) => Err(NoAnswer::Error(error)),
+            Self::Abandoned(why) => Err(NoAnswer::Abandoned(why)),
+        }
+    }
+}
+
+/// The asker's side of one pending request whose answer is an `A` (see
+/// [`crate::message::ClientRequest`]).
+#[derive(Debug)]
+pub struct Reply<A> {
+    waiter: PendingAnswer,
+    answer: PhantomData<fn() -> A>,
+}
+
+impl<A: DeserializeOwned + Serialize> Reply<A> {
+    pub(crate) fn new(waiter: PendingAnswer) -> Self {
+        Self {
+            waiter,
+            answer: PhantomData,
+        }
+    }
+
+    /// The JSON-RPC id the request was sent with.
+    pub fn id(&self) -> &str {
+        self.waiter.id()
+    }
+
+    /// Waits for the answer and reads it as an `A`. Dropping the future unregisters the request.
+    pub async fn answer(self) -> Result<A, NoAnswer> {
+        self.waiter.wait().await.read()
+    }
 }
 
 /// A cheap, clonable handle for sending events and requests to the client.
@@ -129,12 +190,45 @@ impl ClientHandle {
 
     /// Completes a pending request from inside the server, as if the client had answered (used when
     /// `approve_for_session` releases other requests for the same action).
-    pub fn resolve_pending(&self, id: &str, answer: super::pending::Answer) -> bool {
+    pub fn resolve_pending(&self, id: &str, answer: Answer) -> bool {
         self.pending.resolve(id, answer)
     }
 
     /// Has the connection gone away?
     pub fn is_closed(&self) -> bool {
         self.out.is_closed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_reply_is_read_as_its_answer_type_or_says_why_not() {
+        #[derive(Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+        struct Pong {
+            n: u32,
+        }
+        let reg = Arc::new(PendingRequests::default());
+        let cases = [
+            (Answer::Result(json!({"n": 1})), Ok(Pong { n: 1 })),
+            (Answer::Result(json!({"n": "one"})), Err("malformed")),
+            (Answer::Result(json!([1])), Err("malformed")),
+            (Answer::Error(RpcError::new(-32000, "no")), Err("error")),
+            (Answer::Abandoned(Abandoned::TurnEnded), Err("abandoned")),
+        ];
+        for (answer, expected) in cases {
+            let reply = Reply::<Pong>::new(reg.register("a", RequestScope::Turn).unwrap());
+            assert!(reg.resolve("a", answer.clone()));
+            let got = reply.answer().await.map_err(|e| match e {
+                NoAnswer::Malformed(_) => "malformed",
+                NoAnswer::Error(_) => "error",
+                NoAnswer::Abandoned(_) => "abandoned",
+                NoAnswer::NotSent(_) => "not sent",
+            });
+            assert_eq!(got, expected, "{answer:?}");
+        }
     }
 }

@@ -35,7 +35,7 @@ use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
 use crate::named::from_value_named;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
-pub use client::{ClientHandle, ConnectionClosed, SendRequestError};
+pub use client::{ClientHandle, ConnectionClosed, NoAnswer, Reply, SendRequestError};
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
 use turn::TurnSlot;
 pub use turn::{AgentTurn, ShuttingDown, TurnStarter};

@@ -6,17 +6,12 @@
 //! answered, abandoned at turn end, or abandoned when the connection closes.
 
 use std::collections::HashMap;
-use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, Weak};
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::client::SendRequestError;
 use crate::error_code::RpcError;
-use crate::named::from_value_named;
 
 /// How long a request may stay pending, in terms of what ends it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,34 +40,6 @@ pub enum Answer {
     Error(RpcError),
     /// No answer will come; the asker applies the reference's default for its kind.
     Abandoned(Abandoned),
-}
-
-/// Why a request got no answer of its type.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum NoAnswer {
-    /// It could not be sent.
-    #[error(transparent)]
-    NotSent(#[from] SendRequestError),
-    /// The client answered with an error.
-    #[error("the client answered with error {}: {}", .0.code, .0.message)]
-    Error(RpcError),
-    /// The client's `result` is not an answer of the request's kind.
-    #[error("malformed answer: {0}")]
-    Malformed(String),
-    /// No answer will come (see [`Abandoned`]).
-    #[error("abandoned: {0:?}")]
-    Abandoned(Abandoned),
-}
-
-impl Answer {
-    /// The answer as an `A`, or why it is none.
-    pub fn read<A: DeserializeOwned + Serialize>(self) -> Result<A, NoAnswer> {
-        match self {
-            Self::Result(value) => from_value_named(&value).map_err(|e| NoAnswer::Malformed(e.to_string())),
-            Self::Error(error) => Err(NoAnswer::Error(error)),
-            Self::Abandoned(why) => Err(NoAnswer::Abandoned(why)),
-        }
-    }
 }
 
 struct Entry {
@@ -188,33 +155,6 @@ impl PendingAnswer {
     }
 }
 
-/// The asker's side of one pending request whose answer is an `A` (see
-/// [`crate::message::ClientRequest`]).
-#[derive(Debug)]
-pub struct Reply<A> {
-    waiter: PendingAnswer,
-    answer: PhantomData<fn() -> A>,
-}
-
-impl<A: DeserializeOwned + Serialize> Reply<A> {
-    pub(crate) fn new(waiter: PendingAnswer) -> Self {
-        Self {
-            waiter,
-            answer: PhantomData,
-        }
-    }
-
-    /// The JSON-RPC id the request was sent with.
-    pub fn id(&self) -> &str {
-        self.waiter.id()
-    }
-
-    /// Waits for the answer and reads it as an `A`. Dropping the future unregisters the request.
-    pub async fn answer(self) -> Result<A, NoAnswer> {
-        self.waiter.wait().await.read()
-    }
-}
-
 impl Drop for PendingAnswer {
     fn drop(&mut self) {
         // A cancelled asker must not leave a stale entry that a late answer would try to complete.
@@ -266,33 +206,6 @@ mod tests {
             session.wait().await,
             Answer::Abandoned(Abandoned::ConnectionClosed)
         );
-    }
-
-    #[tokio::test]
-    async fn a_reply_is_read_as_its_answer_type_or_says_why_not() {
-        #[derive(Debug, PartialEq, serde::Deserialize, serde::Serialize)]
-        struct Pong {
-            n: u32,
-        }
-        let reg = Arc::new(PendingRequests::default());
-        let cases = [
-            (Answer::Result(json!({"n": 1})), Ok(Pong { n: 1 })),
-            (Answer::Result(json!({"n": "one"})), Err("malformed")),
-            (Answer::Result(json!([1])), Err("malformed")),
-            (Answer::Error(RpcError::new(-32000, "no")), Err("error")),
-            (Answer::Abandoned(Abandoned::TurnEnded), Err("abandoned")),
-        ];
-        for (answer, expected) in cases {
-            let reply = Reply::<Pong>::new(reg.register("a", RequestScope::Turn).unwrap());
-            assert!(reg.resolve("a", answer.clone()));
-            let got = reply.answer().await.map_err(|e| match e {
-                NoAnswer::Malformed(_) => "malformed",
-                NoAnswer::Error(_) => "error",
-                NoAnswer::Abandoned(_) => "abandoned",
-                NoAnswer::NotSent(_) => "not sent",
-            });
-            assert_eq!(got, expected, "{answer:?}");
-        }
     }
 
     #[tokio::test]
