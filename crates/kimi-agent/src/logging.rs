@@ -8,12 +8,12 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::writer::MakeWriterExt;
 
 /// Installs the global subscriber. A log file that cannot be opened is not fatal: we log nowhere.
-pub fn init(log_dir: &Path, debug: bool, to_stderr: bool) {
+pub fn init(share_dir: &Path, debug: bool, to_stderr: bool) {
     let level = if debug { "debug" } else { "info" };
     let filter = EnvFilter::try_from_env("KIMI_LOG").unwrap_or_else(|_| EnvFilter::new(level));
     // Private: the log quotes commands, paths and errors.
-    let file = kimi_core::private_files::create_dir_all(log_dir)
-        .and_then(|()| kimi_core::private_files::open_append(&log_dir.join("kimi.log")));
+    let file = kimi_core::private_files::create_dir_all(&kimi_core::paths::logs_dir(share_dir))
+        .and_then(|()| kimi_core::private_files::open_append(&kimi_core::paths::log_file(share_dir)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)

@@ -38,7 +38,7 @@ fn main() -> ExitCode {
     if let Err(e) = kimi_core::private_files::create_dir_all(&share_dir) {
         return fail(&format!("cannot create {}: {e}", share_dir.display()));
     }
-    logging::init(&share_dir.join("logs"), cli.debug, cli.verbose || cli.debug);
+    logging::init(&share_dir, cli.debug, cli.verbose || cli.debug);
     let config = match kimi_core::config::load_in(&cli.config_source(), &share_dir) {
         Ok(config) => config,
         // Reference: a bad `--config` text is a usage error (status 2); a bad file is a start-up failure.
@@ -97,7 +97,7 @@ fn main() -> ExitCode {
             tracing::error!("{e:#}");
             fail(&format!(
                 "{e:#}\nSee logs: {}",
-                share_dir.join("logs/kimi.log").display()
+                kimi_core::paths::log_file(&share_dir).display()
             ))
         }
     }

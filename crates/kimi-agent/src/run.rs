@@ -133,7 +133,7 @@ pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf, idle
     let provider_options = kimi_core::llm::ProviderOptions {
         // Reference: without a flag the config decides, and `default_thinking = false` switches thinking
         // off explicitly (Kimi gets `thinking: {type: disabled}`), it does not leave it unsaid.
-        thinking: Some(options.thinking.unwrap_or(config.default_thinking)),
+        thinking: Some(config.thinking(options.thinking)),
         session_id: session.id.clone(),
         reserved_context_size: config.loop_control.reserved_context_size,
         user_agent: user_agent.clone(),
@@ -303,7 +303,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
     let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
     let events = EventSink::new(client.clone(), Some(recorder));
     let approval_state = ApprovalState {
-        yolo: options.yolo || config.default_yolo || state.approval.yolo,
+        yolo: config.yolo(options.yolo) || state.approval.yolo,
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
@@ -332,7 +332,7 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
     );
     let session_state = Arc::new(SessionState::new(state.todos.clone()));
     let plan = Arc::new(PlanMode::new(
-        options.plan || config.default_plan_mode || state.plan_mode,
+        config.plan_mode(options.plan) || state.plan_mode,
         state.plan_slug.clone(),
         kimi_core::plan::plans_dir(),
     ));
@@ -560,9 +560,7 @@ impl HeldSession {
 }
 
 fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
-    slot.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take()
+    kimi_core::sync::lock(slot).take()
 }
 
 #[async_trait]

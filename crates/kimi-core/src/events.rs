@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use kimi_wire::jsonrpc::EventLine;
-use kimi_wire::message::{Event, Request, SubagentEvent};
-use kimi_wire::{ClientHandle, PendingAnswer, RequestScope, SendRequestError};
+use kimi_wire::message::{ClientRequest, Event, Request, SubagentEvent};
+use kimi_wire::{ClientHandle, NoAnswer, Reply, RequestScope, SendRequestError};
 
 use crate::recorder::WireRecorder;
 
@@ -147,20 +147,31 @@ impl EventSink {
         }
     }
 
-    /// Sends a turn request (external tool call, question) and records it.
-    pub async fn request(
+    /// Sends a turn request (external tool call, question) and records it; the answer comes through
+    /// the returned [`Reply`].
+    pub async fn send<R: ClientRequest>(
         &self,
-        request: Request,
+        request: R,
         scope: RequestScope,
-    ) -> Result<PendingAnswer, SendRequestError> {
+    ) -> Result<Reply<R::Answer>, SendRequestError> {
         // A background agent's questions outlive the turn that started it, as its approvals do.
         let scope = match self.delivery {
             Delivery::Observer(_) => RequestScope::Session,
             _ => scope,
         };
         // Recorded before it is queued, as events are: the client never sees a request the file lacks.
-        self.record(|recorder| recorder.record_request(&request));
-        self.client.send_request(&request, scope).await
+        let recorded: Request = request.clone().into();
+        self.record(|recorder| recorder.record_request(&recorded));
+        self.client.send(&request, scope).await
+    }
+
+    /// [`EventSink::send`], then waits for the answer.
+    pub async fn ask<R: ClientRequest>(
+        &self,
+        request: R,
+        scope: RequestScope,
+    ) -> Result<R::Answer, NoAnswer> {
+        self.send(request, scope).await?.answer().await
     }
 
     fn record(&self, write: impl FnOnce(&WireRecorder) -> Result<(), crate::recorder::WriteError>) {

@@ -85,7 +85,7 @@ pub fn release(pgid: u32) {
 }
 
 fn lock() -> std::sync::MutexGuard<'static, State> {
-    GUARDIAN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::sync::lock(&GUARDIAN)
 }
 
 /// Starts the guardian from our own executable.

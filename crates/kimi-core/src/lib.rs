@@ -20,6 +20,7 @@
 //! - [`reminders`]: what each mode owes the model (plan mode, afk), told in system reminders;
 //!   [`plan`]: plan mode's switch and plan file.
 //! - [`private_files`]: the share directory's modes (0700 directories, 0600 files).
+//! - [`sync`]: locks that a panic elsewhere does not make unusable.
 //! - [`auth`]: signing in to a Kimi account (`login`, `logout`) and sending its tokens.
 //! - [`sandbox`]: kernel confinement of the model's commands (Landlock, a network namespace).
 //!
@@ -58,6 +59,7 @@ pub mod slash;
 pub mod soul;
 pub mod state;
 pub mod subagent;
+pub mod sync;
 pub mod text;
 pub mod title;
 pub mod tool_names;

@@ -84,8 +84,9 @@ pub fn sessions_dir(share: &Path) -> PathBuf {
 ///
 /// `work_dir` must already be in the reference's canonical form (absolute and normalised, with
 /// symlinks left alone); the hash is taken over its UTF-8 text exactly.
-pub fn work_dir_sessions_dir(share: &Path, work_dir: &str) -> PathBuf {
-    sessions_dir(share).join(format!("{:x}", md5::compute(work_dir.as_bytes())))
+pub fn work_dir_sessions_dir(share: &Path, work_dir: &Path) -> PathBuf {
+    let digest = md5::compute(work_dir.to_string_lossy().as_bytes());
+    sessions_dir(share).join(format!("{digest:x}"))
 }
 
 #[cfg(test)]
@@ -120,7 +121,7 @@ mod tests {
     fn session_dirs_are_keyed_by_the_md5_of_the_work_dir() {
         // md5("/tmp") = d42b9c57d24cf5db3bd8d332dc35437f
         assert_eq!(
-            work_dir_sessions_dir(Path::new("/s"), "/tmp"),
+            work_dir_sessions_dir(Path::new("/s"), Path::new("/tmp")),
             PathBuf::from("/s/sessions/d42b9c57d24cf5db3bd8d332dc35437f")
         );
     }

@@ -84,9 +84,7 @@ impl PlanMode {
     }
 
     fn lock_slug(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.slug
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.slug)
     }
 }
 

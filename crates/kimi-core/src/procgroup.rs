@@ -75,6 +75,70 @@ pub async fn terminate(pgid: i32, grace: Duration, mut reap: impl FnMut()) {
     signal(pgid, Signal::SIGKILL);
 }
 
+/// The one guard of a child's process group (Shell commands, background tasks, hooks, MCP servers):
+/// from its spawn (in a group of its own, after [`crate::guardian::start`]) it is registered with the
+/// [`crate::guardian`], which kills it if the agent dies without doing so; [`GroupGuard::terminate`]
+/// stops it (TERM, grace, KILL); dropped while armed, it SIGKILLs the group.
+#[derive(Debug)]
+pub struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl GroupGuard {
+    /// Watches the group led by `pid` (a child spawned with `process_group(0)`).
+    pub fn watch(pid: u32) -> Self {
+        // No Linux pid exceeds i32; 0 would name our own group, so it is never signalled.
+        let pgid = i32::try_from(pid).unwrap_or(0);
+        if pgid > 1 {
+            crate::guardian::watch(pid);
+        }
+        Self { pgid, armed: true }
+    }
+
+    /// The group's id (its leader's pid).
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Sends `sig` to the group.
+    pub fn signal(&self, sig: Signal) {
+        if self.pgid > 1 {
+            signal(self.pgid, sig);
+        }
+    }
+
+    /// Whether any process of the group remains.
+    pub fn is_alive(&self) -> bool {
+        self.pgid > 1 && is_alive(self.pgid)
+    }
+
+    /// SIGTERM, up to `grace` for the group to go (calling `reap` on each check), then SIGKILL.
+    pub async fn terminate(&self, grace: Duration, reap: impl FnMut()) {
+        if self.pgid > 1 {
+            terminate(self.pgid, grace, reap).await;
+        }
+    }
+
+    /// The child is over; whatever it left running is left alone (the guardian too).
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.signal(Signal::SIGKILL);
+        }
+        if let Ok(pgid) = u32::try_from(self.pgid)
+            && pgid > 1
+        {
+            crate::guardian::release(pgid);
+        }
+    }
+}
+
 /// Python's `returncode` for an exit status: the exit code, or minus the signal number that ended the
 /// process.
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {

@@ -280,7 +280,9 @@ fn turn_error(error: TurnError, info: &AgentInfo) -> RpcError {
         // Reference: a 401 on an account's provider asks the user to sign in again.
         TurnError::Provider(e) if info.signed_in && e.status_code() == Some(401) => RpcError::auth_expired(),
         TurnError::Provider(e) => RpcError::chat_provider(e.to_string(), e.error_data(&info.provider)),
-        TurnError::Internal(message) => RpcError::internal(message).with_detail(ErrorData::SessionFileError),
+        TurnError::SessionFile(_) => {
+            RpcError::internal(error.to_string()).with_detail(ErrorData::SessionFileError)
+        }
     }
 }
 

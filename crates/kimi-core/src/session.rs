@@ -89,12 +89,6 @@ pub fn canonical_work_dir(path: &Path) -> PathBuf {
     out
 }
 
-/// The directory holding every session of `work_dir`.
-pub fn work_dir_sessions(share_dir: &Path, work_dir: &Path) -> PathBuf {
-    let digest = md5::compute(work_dir.to_string_lossy().as_bytes());
-    share_dir.join("sessions").join(format!("{digest:x}"))
-}
-
 /// Opens (creating if needed) the session `choice` names for `work_dir`.
 pub fn open(share_dir: &Path, work_dir: &Path, choice: &SessionChoice) -> Result<Session, SessionError> {
     let work_dir = canonical_work_dir(work_dir);
@@ -105,7 +99,7 @@ pub fn open(share_dir: &Path, work_dir: &Path, choice: &SessionChoice) -> Result
             last_session_id(share_dir, &work_dir).ok_or(SessionError::NoPreviousSession)?
         }
     };
-    let dir = work_dir_sessions(share_dir, &work_dir).join(&id);
+    let dir = crate::paths::work_dir_sessions_dir(share_dir, &work_dir).join(&id);
     let resumed = dir.is_dir();
     crate::private_files::create_dir_all(&dir).map_err(|source| SessionError::Io {
         path: dir.clone(),
@@ -148,7 +142,7 @@ fn local() -> String {
 }
 
 fn read_metadata(share_dir: &Path) -> Metadata {
-    std::fs::read_to_string(share_dir.join("kimi.json"))
+    std::fs::read_to_string(crate::paths::metadata_file(share_dir))
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default()
@@ -169,7 +163,7 @@ pub fn work_dir_with_hash(share_dir: &Path, hash: &str) -> Option<PathBuf> {
         .work_dirs
         .into_iter()
         .map(|entry| PathBuf::from(entry.path))
-        .find(|path| work_dir_sessions(share_dir, path).ends_with(hash))
+        .find(|path| crate::paths::work_dir_sessions_dir(share_dir, path).ends_with(hash))
 }
 
 /// Records `session` as the last one of its work dir (atomically: write a temp file, then rename).
@@ -189,7 +183,7 @@ pub fn remember_last_session(share_dir: &Path, session: &Session) -> Result<(), 
             other: Default::default(),
         }),
     }
-    let target = share_dir.join("kimi.json");
+    let target = crate::paths::metadata_file(share_dir);
     let text = serde_json::to_string_pretty(&metadata).unwrap_or_default();
     write_atomic(&target, text.as_bytes())
 }
@@ -229,7 +223,7 @@ mod tests {
     #[test]
     fn the_sessions_dir_is_the_md5_of_the_path() {
         // md5("/tmp/work") computed independently.
-        let dir = work_dir_sessions(Path::new("/share"), Path::new("/tmp/work"));
+        let dir = crate::paths::work_dir_sessions_dir(Path::new("/share"), Path::new("/tmp/work"));
         assert_eq!(
             dir,
             PathBuf::from(format!("/share/sessions/{:x}", md5::compute(b"/tmp/work")))

@@ -117,18 +117,12 @@ impl SessionState {
 
     /// The todo list.
     pub fn todos(&self) -> Vec<TodoDisplayItem> {
-        self.todos
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        crate::sync::lock(&self.todos).clone()
     }
 
     /// Replaces the todo list.
     pub fn set_todos(&self, todos: Vec<TodoDisplayItem>) {
-        *self
-            .todos
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = todos;
+        *crate::sync::lock(&self.todos) = todos;
     }
 }
 
@@ -217,27 +211,19 @@ impl Environment {
 
     /// The extra directories, in the order they were added.
     pub fn additional_dirs(&self) -> Vec<PathBuf> {
-        self.additional_dirs
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        crate::sync::read(&self.additional_dirs).clone()
     }
 
     /// Whether `path` lies in one of the extra directories (by path components), without copying them:
     /// the file tools ask on every call.
     pub fn in_additional_dir(&self, path: &std::path::Path) -> bool {
-        self.additional_dirs
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::read(&self.additional_dirs)
             .iter()
             .any(|dir| path.starts_with(dir))
     }
 
     /// Adds an extra directory (the caller checked it is new and readable).
     pub fn add_dir(&self, dir: PathBuf) {
-        self.additional_dirs
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(dir);
+        crate::sync::write(&self.additional_dirs).push(dir);
     }
 }

@@ -65,5 +65,5 @@ pub use openai::{
     install_tls_provider,
 };
 pub use provider::{ChatProvider, ChatRequest, ChatStream, StreamEvent, ToolSpec};
-pub use py::{py_repr, python_dumps, splitlines};
+pub use py::{Dumps, dumps, py_repr, splitlines, truthy};
 pub use settings::ProviderSettings;

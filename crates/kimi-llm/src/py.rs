@@ -3,7 +3,7 @@
 //!
 //! Only what the echo DSL and script loading need: `repr()` of strings and of
 //! JSON values, `str.strip()`/`split()`/`splitlines()` with Python's notion of
-//! whitespace, `int(str)`, and `json.dumps(..., separators=(",", ":"))`.
+//! whitespace, `int(str)`, `bool()` of JSON values, and `json.dumps` ([`dumps`]).
 //! Known gaps, each deliberate: [`py_repr`] decides printability from a table
 //! of the common non-printable ranges rather than the full Unicode database
 //! (unassigned code points print raw), and [`parse_int`] accepts ASCII digits
@@ -276,54 +276,105 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
     }
 }
 
-/// Python's `json.dumps(value, separators=(",", ":"))`: compact, with
-/// every non-ASCII character escaped as `\uXXXX` (`ensure_ascii`).
-pub(crate) fn dumps_compact(value: &Value) -> String {
-    python_dumps(value, false)
+/// Python's truthiness of a JSON-loaded value (`bool(value)`).
+pub fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
 }
 
-/// Python's `json.dumps(value)` with `ensure_ascii`: every non-ASCII
-/// character escaped as `\uXXXX`, floats as Python prints them; `spaced`
-/// selects the default `", "` / `": "` separators, otherwise `","` / `":"`.
-pub fn python_dumps(value: &Value, spaced: bool) -> String {
+/// How Python's `json.dumps` is called. The one JSON writer for text the reference builds with
+/// `json.dumps` (interface strings, tool outputs) and for the canonical keys calls are compared by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dumps {
+    /// `", "` and `": "` between items and after keys (Python's default), rather than `","` and `":"`.
+    pub spaced: bool,
+    /// Every non-ASCII character as `\uXXXX` (Python's default `ensure_ascii=True`), rather than as it is.
+    pub ensure_ascii: bool,
+    /// Object keys in sorted order (`sort_keys=True`), rather than in their order.
+    pub sort_keys: bool,
+}
+
+impl Dumps {
+    /// `json.dumps(value)`.
+    pub const DEFAULT: Self = Self {
+        spaced: true,
+        ensure_ascii: true,
+        sort_keys: false,
+    };
+    /// `json.dumps(value, separators=(",", ":"))`.
+    pub const COMPACT: Self = Self {
+        spaced: false,
+        ..Self::DEFAULT
+    };
+    /// `json.dumps(value, ensure_ascii=False)`.
+    pub const UNICODE: Self = Self {
+        ensure_ascii: false,
+        ..Self::DEFAULT
+    };
+    /// Compact, sorted keys, non-ASCII kept: one text per value whatever its key order and spacing.
+    pub const CANONICAL: Self = Self {
+        spaced: false,
+        ensure_ascii: false,
+        sort_keys: true,
+    };
+}
+
+/// `value` as Python's `json.dumps` writes it with the options `how`; floats as Python prints them.
+pub fn dumps(value: &Value, how: Dumps) -> String {
     let mut out = String::new();
-    dump_into(value, spaced, &mut out);
+    dump_into(value, how, &mut out);
     out
 }
 
-fn dump_into(value: &Value, spaced: bool, out: &mut String) {
-    let (item_sep, key_sep) = if spaced { (", ", ": ") } else { (",", ":") };
+/// Python's `json.dumps(value, separators=(",", ":"))`: compact, with every non-ASCII character
+/// escaped as `\uXXXX` (`ensure_ascii`).
+pub(crate) fn dumps_compact(value: &Value) -> String {
+    dumps(value, Dumps::COMPACT)
+}
+
+fn dump_into(value: &Value, how: Dumps, out: &mut String) {
+    let (item_sep, key_sep) = if how.spaced { (", ", ": ") } else { (",", ":") };
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&number_text(n)),
-        Value::String(s) => dump_str(s, out),
+        Value::String(s) => dump_str(s, how.ensure_ascii, out),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push_str(item_sep);
                 }
-                dump_into(item, spaced, out);
+                dump_into(item, how, out);
             }
             out.push(']');
         }
         Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            if how.sort_keys {
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+            }
             out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     out.push_str(item_sep);
                 }
-                dump_str(k, out);
+                dump_str(k, how.ensure_ascii, out);
                 out.push_str(key_sep);
-                dump_into(v, spaced, out);
+                dump_into(v, how, out);
             }
             out.push('}');
         }
     }
 }
 
-fn dump_str(s: &str, out: &mut String) {
+fn dump_str(s: &str, ensure_ascii: bool, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -335,6 +386,7 @@ fn dump_str(s: &str, out: &mut String) {
             '\u{08}' => out.push_str("\\b"),
             '\u{0c}' => out.push_str("\\f"),
             ' '..='~' => out.push(c),
+            c if !ensure_ascii && u32::from(c) >= 0x20 => out.push(c),
             c => {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
@@ -395,6 +447,24 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(float_repr(input), expected, "{input}");
         }
+    }
+
+    #[test]
+    fn dumps_spaces_escapes_and_sorts_as_asked() {
+        let value =
+            json!({"b": {"Which?": "Alpha, Beta", "中文": "是"}, "a": [1, 1.5, "x\n\u{1}", null], "c": {}});
+        assert_eq!(
+            dumps(&value, Dumps::UNICODE),
+            r#"{"b": {"Which?": "Alpha, Beta", "中文": "是"}, "a": [1, 1.5, "x\n\u0001", null], "c": {}}"#
+        );
+        assert_eq!(
+            dumps(&value, Dumps::DEFAULT),
+            r#"{"b": {"Which?": "Alpha, Beta", "\u4e2d\u6587": "\u662f"}, "a": [1, 1.5, "x\n\u0001", null], "c": {}}"#
+        );
+        assert_eq!(
+            dumps(&value, Dumps::CANONICAL),
+            r#"{"a":[1,1.5,"x\n\u0001",null],"b":{"Which?":"Alpha, Beta","中文":"是"},"c":{}}"#
+        );
     }
 
     #[test]

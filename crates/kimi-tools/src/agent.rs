@@ -675,10 +675,7 @@ impl Transcript {
 
     fn append(&self, text: &str) {
         use std::io::Write;
-        let mut files = self
-            .files
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut files = kimi_core::sync::lock(&self.files);
         for file in files.iter_mut() {
             if let Err(e) = file.write_all(text.as_bytes()) {
                 tracing::debug!(error = %e, "agent transcript not written");

@@ -16,7 +16,7 @@ use kimi_core::approval::ApprovalRuntime;
 use kimi_core::events::EventSink;
 use kimi_core::state::ClientFlags;
 use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
-use kimi_llm::ToolSpec;
+use kimi_llm::{Dumps, ToolSpec, dumps};
 use kimi_wire::message::{QuestionItem, QuestionOption, ToolReturnValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -24,7 +24,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::args;
-use crate::json::to_python_json;
 use crate::question::{self, Reply};
 
 /// The tool's name.
@@ -147,13 +146,9 @@ impl AskUserQuestion {
                 return ToolReturnValue::error("", "Failed to get user response.", "Question failed");
             }
         };
-        match to_python_json(&serde_json::json!({ "answers": answers })) {
-            Ok(output) => ToolReturnValue::ok_with_brief(output, "User has answered.", "User answered"),
-            Err(e) => {
-                tracing::error!(error = %e, "question answers failed to serialize");
-                ToolReturnValue::error("", "Failed to get user response.", "Question failed")
-            }
-        }
+        // Reference: `json.dumps({"answers": ...}, ensure_ascii=False)`.
+        let output = dumps(&serde_json::json!({ "answers": answers }), Dumps::UNICODE);
+        ToolReturnValue::ok_with_brief(output, "User has answered.", "User answered")
     }
 }
 
@@ -178,9 +173,9 @@ fn dismissed() -> ToolReturnValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::FakeClient;
     use kimi_core::approval::ApprovalState;
     use kimi_core::toolset::Effect;
+    use kimi_wire::testing::FakeClient;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 

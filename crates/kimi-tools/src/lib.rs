@@ -19,7 +19,6 @@
 //!   agent files name `kimi_code:<Name>` (the built-in `kimi-code` agent).
 //! - [`output`]: the output budget every tool writes through ([`output::OutputBuilder`]).
 //! - [`args`]: argument checks with the reference's (pydantic's) messages.
-//! - [`json`]: JSON spaced as Python's `json.dumps` writes it, for outputs the reference builds that way.
 //! - `descriptions/`: one Markdown description per tool, in our own words.
 //!
 //! This crate knows nothing of the agent loop, approvals or the wire beyond the types it receives in
@@ -29,18 +28,14 @@ mod agent;
 pub mod args;
 mod ask_user;
 mod cron;
-// The file tools; their constructors are not in `build_tool` yet (the lead wires them).
 pub mod file;
 mod git_diff;
-pub mod json;
 pub mod kimi_code;
 pub mod output;
 mod plan;
 mod question;
 mod shell;
 mod task;
-#[cfg(test)]
-mod testutil;
 mod todo;
 pub mod web;
 
@@ -318,8 +313,8 @@ pub(crate) fn tool_spec<T: schemars::JsonSchema>(name: &str, description: impl I
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::FakeClient;
     use kimi_core::approval::ApprovalState;
+    use kimi_wire::testing::FakeClient;
     use pretty_assertions::assert_eq;
 
     fn deps(client: &FakeClient, tasks: &crate::task::testing::Tasks) -> ToolDeps {

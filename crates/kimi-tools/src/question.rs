@@ -2,8 +2,8 @@
 //! that asks (AskUserQuestion, EnterPlanMode, ExitPlanMode).
 
 use kimi_core::events::EventSink;
-use kimi_wire::message::{QuestionAnswer, QuestionItem, QuestionRequest, Request};
-use kimi_wire::{Abandoned, Answer, RequestScope, SendRequestError};
+use kimi_wire::message::{QuestionItem, QuestionRequest};
+use kimi_wire::{NoAnswer, RequestScope, SendRequestError};
 use tokio_util::sync::CancellationToken;
 
 /// Question text to the chosen label(s), in the order the questions were asked.
@@ -34,11 +34,8 @@ pub(crate) async fn ask(
         tool_call_id,
         questions,
     };
-    let waiter = match events
-        .request(Request::QuestionRequest(request), RequestScope::Turn)
-        .await
-    {
-        Ok(waiter) => waiter,
+    let reply = match events.send(request, RequestScope::Turn).await {
+        Ok(reply) => reply,
         // Reference: a connection that goes away resolves open questions with no answers.
         Err(SendRequestError::Closed(_)) => return Reply::Dismissed,
         Err(e) => {
@@ -47,18 +44,16 @@ pub(crate) async fn ask(
         }
     };
     let answer = tokio::select! {
-        answer = waiter.wait() => answer,
-        () = cancel.cancelled() => Answer::Abandoned(Abandoned::TurnEnded),
+        answer = reply.answer() => answer,
+        () = cancel.cancelled() => return Reply::Dismissed,
     };
     match answer {
-        Answer::Result(value) => match kimi_wire::named::from_value_named::<QuestionAnswer>(&value) {
-            Ok(answer) if !answer.answers.is_empty() => Reply::Answered(answer.answers),
-            Ok(_) => Reply::Dismissed,
-            Err(e) => {
-                tracing::warn!(error = %e, "malformed question answer; treating it as dismissed");
-                Reply::Dismissed
-            }
-        },
-        Answer::Error(_) | Answer::Abandoned(_) => Reply::Dismissed,
+        Ok(answer) if !answer.answers.is_empty() => Reply::Answered(answer.answers),
+        Ok(_) => Reply::Dismissed,
+        Err(NoAnswer::Malformed(e)) => {
+            tracing::warn!(error = %e, "malformed question answer; treating it as dismissed");
+            Reply::Dismissed
+        }
+        Err(_) => Reply::Dismissed,
     }
 }

@@ -49,9 +49,6 @@ pub const TS_SDK_0_1_EVENTS: &[&str] = &[
     "SubagentEvent",
 ];
 
-/// The wildcard of `capabilities.events`.
-pub(crate) const ANY_EVENT: &str = "*";
-
 /// Which event types a client is sent.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum EventFilter {

@@ -18,6 +18,7 @@
 //!   [`TurnStarter`]: how it starts a turn of its own (a scheduled prompt) when none runs.
 //! - [`side_question`]: recognising `/btw` prompts, answered beside a running turn.
 //! - [`schema`]: JSON Schema and TypeScript export of the types.
+//! - `testing` (feature `test-support`): a fake client on an in-memory pipe, for other crates' tests.
 //!
 //! One rule holds everywhere: only the writer thread touches stdout. This crate knows nothing of models or
 //! tools; it drives the agent through [`WireAgent`].
@@ -35,13 +36,18 @@ pub mod params;
 pub mod schema;
 pub mod server;
 pub mod side_question;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 
-pub use agent::{ClientHandle, ConnectionClosed, SendRequestError, WireAgent};
+pub use agent::WireAgent;
 pub use error_code::RpcError;
 pub use error_data::ErrorData;
 pub use event_filter::{EventFilter, TS_SDK_0_1_EVENTS};
 pub use server::pending::{Abandoned, Answer, PendingAnswer, RequestScope};
-pub use server::{AgentTurn, IdleSignal, Journal, JournalLink, Server, ServerConfig, TurnStarter};
+pub use server::{
+    AgentTurn, ClientHandle, ConnectionClosed, IdleSignal, Journal, JournalLink, NoAnswer, Reply,
+    SendRequestError, Server, ServerConfig, ShuttingDown, TurnStarter,
+};
 
 /// The protocol version this server speaks.
 pub const PROTOCOL_VERSION: &str = "1.10";

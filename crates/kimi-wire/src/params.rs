@@ -80,12 +80,15 @@ pub struct ClientCapabilities {
     pub error_data: bool,
 }
 
+/// The wildcard of `capabilities.events`.
+pub(crate) const ANY_EVENT: &str = "*";
+
 impl ClientCapabilities {
     /// Whether the client asked for every event type (`"*"` among `events`).
     pub fn wants_every_event(&self) -> bool {
         self.events
             .as_ref()
-            .is_some_and(|events| events.iter().any(|e| e == crate::event_filter::ANY_EVENT))
+            .is_some_and(|events| events.iter().any(|e| e == ANY_EVENT))
     }
 }
 

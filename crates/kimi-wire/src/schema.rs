@@ -17,7 +17,10 @@ use serde_json::{Map, Value, json};
 use ts_rs::{Config, TS, TypeVisitor};
 
 use crate::error_data::ErrorData;
-use crate::message::{ApprovalAnswer, Event, HookAnswer, QuestionAnswer, Request, ToolResult, WireMessage};
+use crate::message::{
+    ApprovalAnswer, ApprovalRequest, ClientRequest, Event, HookAnswer, HookRequest, QuestionAnswer,
+    QuestionRequest, Request, ToolCallRequest, ToolResult, WireMessage,
+};
 use crate::params::{
     CancelResult, InitializeParams, InitializeResult, PromptParams, PromptResult, ReplayResult,
     SetPlanModeParams, SetPlanModeResult, SteerParams, SteerResult,
@@ -38,6 +41,11 @@ pub const TYPESCRIPT_PATH: &str = "schema/wire.ts";
 /// Registers `T` in the generator and returns a `$ref` to it.
 fn reference<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
     generator.subschema_for::<T>().to_value()
+}
+
+/// The schema of what the client answers request kind `R` with.
+fn answer<R: ClientRequest>(generator: &mut SchemaGenerator) -> Value {
+    reference::<R::Answer>(generator)
 }
 
 /// The whole protocol as one JSON Schema (draft 2020-12) document, pretty-printed with a trailing
@@ -78,10 +86,10 @@ pub fn json_schema_bundle() -> String {
         "request": {
             "params": reference::<Request>(&mut generator),
             "answers": {
-                "ApprovalRequest": reference::<ApprovalAnswer>(&mut generator),
-                "ToolCallRequest": reference::<ToolResult>(&mut generator),
-                "QuestionRequest": reference::<QuestionAnswer>(&mut generator),
-                "HookRequest": reference::<HookAnswer>(&mut generator),
+                "ApprovalRequest": answer::<ApprovalRequest>(&mut generator),
+                "ToolCallRequest": answer::<ToolCallRequest>(&mut generator),
+                "QuestionRequest": answer::<QuestionRequest>(&mut generator),
+                "HookRequest": answer::<HookRequest>(&mut generator),
             },
         },
         "wire.jsonl": { "message": reference::<WireMessage>(&mut generator) },

@@ -59,10 +59,7 @@ impl Printer {
     fn print(&mut self, event: &LoginEvent) {
         if self.json {
             // Reference: `json.dumps(..., ensure_ascii=False)`.
-            match kimi_tools::json::to_python_json(&event.to_json()) {
-                Ok(line) => say(&line),
-                Err(e) => tracing::error!(error = %e, "login event not printed"),
-            }
+            say(&kimi_llm::dumps(&event.to_json(), kimi_llm::Dumps::UNICODE));
             return;
         }
         if event.kind == LoginEventKind::Waiting {

@@ -6,7 +6,10 @@ use anyhow::{Context as _, Result};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{TestHome, WireProcess, kinds, payloads, shell_call_line};
+use crate::common::{
+    READ_TIMEOUT, TestHome, WireProcess, is_alive, kinds, payloads, shell_call_line, wait_for_pid,
+    wait_until_gone,
+};
 
 /// A home whose scripted config also has `hooks`.
 fn home_with_hooks(scripts: &[&str], hooks: Value) -> Result<TestHome> {
@@ -257,5 +260,29 @@ async fn without_initialize_hooks_still_block_but_send_no_events() -> Result<()>
     assert_eq!(response["result"], json!({"status": "finished"}));
     assert_eq!(tool_results(&messages)[0]["return_value"], blocked("nope"));
     assert_eq!(hook_events(&messages), Vec::<Value>::new());
+    Ok(())
+}
+
+/// A hook runs in a process group watched by the process guardian, as Shell commands and MCP servers
+/// do: an agent killed with SIGKILL (no cleanup of its own) leaves nothing the hook started running.
+#[tokio::test]
+async fn no_hook_child_outlives_a_sigkilled_agent() -> Result<()> {
+    let pid_dir = tempfile::tempdir()?;
+    let pid_file = pid_dir.path().join("sleeper");
+    let hooks = json!([{
+        "event": "UserPromptSubmit", "timeout": 600,
+        "command": format!("sleep 1000 & echo $! > '{}'; wait", pid_file.display()),
+    }]);
+    let home = home_with_hooks(&["text: hi"], hooks)?;
+    let mut wire = WireProcess::spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    wire.start_prompt(json!("go")).await?;
+    let pid = wait_for_pid(&pid_file).await?;
+    assert!(is_alive(pid), "the hook's child should be running");
+
+    wire.child.start_kill()?;
+    tokio::time::timeout(READ_TIMEOUT, wire.child.wait()).await??;
+    // The guardian acts when it sees its pipe close, a moment after our wait returns.
+    wait_until_gone(pid, "the hook's child after the agent's SIGKILL").await?;
     Ok(())
 }

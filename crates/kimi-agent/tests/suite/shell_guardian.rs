@@ -4,7 +4,9 @@
 use anyhow::Result;
 use serde_json::json;
 
-use crate::common::{POLL, READ_TIMEOUT, TestHome, WireProcess, is_alive, shell_call_line, wait_for_pid};
+use crate::common::{
+    READ_TIMEOUT, TestHome, WireProcess, is_alive, shell_call_line, wait_for_pid, wait_until_gone,
+};
 
 #[tokio::test]
 async fn no_shell_command_outlives_a_sigkilled_agent() -> Result<()> {
@@ -23,14 +25,7 @@ async fn no_shell_command_outlives_a_sigkilled_agent() -> Result<()> {
     // SIGKILL: the agent cleans up nothing; its guardian must.
     wire.child.start_kill()?;
     tokio::time::timeout(READ_TIMEOUT, wire.child.wait()).await??;
-    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
-    while is_alive(pid) {
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "the shell command {pid} survived the agent's SIGKILL"
-        );
-        // The guardian acts when it sees its pipe close, a moment after our wait returns.
-        tokio::time::sleep(POLL).await;
-    }
+    // The guardian acts when it sees its pipe close, a moment after our wait returns.
+    wait_until_gone(pid, "the shell command after the agent's SIGKILL").await?;
     Ok(())
 }

@@ -15,21 +15,23 @@
 //! details ([`ApprovalDetails`], decided at `initialize`); only a client that gets details is also shown
 //! a tool's [`ApprovalAsk::detail_display`].
 
+mod effect;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kimi_wire::message::{
-    ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSourceKind, DisplayBlock,
-    Event, Request,
+    ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSourceKind, DisplayBlock, Event,
 };
 use kimi_wire::params::InitializeParams;
-use kimi_wire::{Answer, ClientHandle, RequestScope};
+use kimi_wire::{Answer, ClientHandle, NoAnswer, RequestScope};
 use serde::{Deserialize, Serialize};
 
 pub use details::ApprovalDetails;
+pub use effect::{ApprovalAsk, Effect};
 
-use crate::toolset::ApprovalAsk;
+use crate::sync::lock;
 
 mod details;
 
@@ -178,12 +180,6 @@ impl ApprovalRuntime {
         lock(&self.state).afk = afk;
     }
 
-    /// Is everything approved without asking?
-    pub fn is_auto_approve(&self) -> bool {
-        let state = lock(&self.state);
-        state.yolo || state.afk
-    }
-
     /// Decides whether the call `tool_call_id` of `sender` may do `ask`.
     pub async fn request(
         &self,
@@ -200,7 +196,7 @@ impl ApprovalRuntime {
         }
         let id = uuid::Uuid::new_v4().to_string();
         let details = self.details.load(Ordering::Relaxed);
-        let request = Request::ApprovalRequest(ApprovalRequest {
+        let request = ApprovalRequest {
             id: id.clone(),
             tool_call_id: tool_call_id.to_owned(),
             sender: sender.to_owned(),
@@ -212,7 +208,7 @@ impl ApprovalRuntime {
             agent_id: source.agent_id.clone(),
             subagent_type: source.subagent_type.clone(),
             source_description: None,
-        });
+        };
         lock(&self.pending).insert(
             id.clone(),
             PendingApproval {
@@ -225,22 +221,20 @@ impl ApprovalRuntime {
             ApprovalSourceKind::ForegroundTurn => RequestScope::Turn,
             ApprovalSourceKind::BackgroundAgent => RequestScope::Session,
         };
-        let answer = match self.client.send_request(&request, scope).await {
-            Ok(waiter) => waiter.wait().await,
-            Err(e) => {
-                tracing::warn!(error = %e, "approval request could not be sent; rejecting");
-                Answer::Abandoned(kimi_wire::Abandoned::ConnectionClosed)
-            }
-        };
-        let (decision, feedback) = match answer {
-            Answer::Result(value) => match kimi_wire::named::from_value_named::<ApprovalAnswer>(&value) {
-                Ok(answer) => (answer.response, answer.feedback),
-                Err(e) => {
-                    tracing::warn!(error = %e, "malformed approval answer; rejecting");
-                    (ApprovalDecision::Reject, String::new())
+        let (decision, feedback) = match self.client.ask(&request, scope).await {
+            Ok(answer) => (answer.response, answer.feedback),
+            Err(why) => {
+                match why {
+                    NoAnswer::NotSent(e) => {
+                        tracing::warn!(error = %e, "approval request could not be sent; rejecting")
+                    }
+                    NoAnswer::Malformed(e) => {
+                        tracing::warn!(error = %e, "malformed approval answer; rejecting")
+                    }
+                    NoAnswer::Error(_) | NoAnswer::Abandoned(_) => {}
                 }
-            },
-            Answer::Error(_) | Answer::Abandoned(_) => (ApprovalDecision::Reject, String::new()),
+                (ApprovalDecision::Reject, String::new())
+            }
         };
         self.emit_response(&id, decision, &feedback).await;
         // Only now: a turn cancelled while the response is being emitted (a signal, EOF) drops this
@@ -336,10 +330,6 @@ fn display(ask: &ApprovalAsk, details: bool) -> Vec<DisplayBlock> {
         &[]
     };
     ask.display.iter().chain(extra).cloned().collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -3,126 +3,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use kimi_wire::message::{DisplayBlock, StepBegin, UserInput};
-use kimi_wire::params::{
-    InitializeParams, InitializeResult, PromptResult, ReplayResult, SetPlanModeResult, SteerResult,
-};
-use kimi_wire::{ClientHandle, RpcError, Server, ServerConfig, WireAgent};
+use kimi_wire::message::DisplayBlock;
+use kimi_wire::testing::FakeClient;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use super::*;
 
+/// How long a test waits for a request to be decided.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The client end of a running wire server.
-struct FakeClient {
-    handle: ClientHandle,
-    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
-    writer: WriteHalf<DuplexStream>,
-}
-
-impl FakeClient {
-    fn start() -> Self {
-        let (server, handle) = Server::new(ServerConfig::default());
-        let (ours, theirs) = tokio::io::duplex(1 << 20);
-        let (server_in, server_out) = tokio::io::split(theirs);
-        tokio::spawn(server.run(server_in, server_out, Arc::new(NoAgent), std::future::pending()));
-        let (read, writer) = tokio::io::split(ours);
-        Self {
-            handle,
-            lines: BufReader::new(read).lines(),
-            writer,
-        }
-    }
-
-    fn runtime(&self, state: ApprovalState) -> Arc<ApprovalRuntime> {
-        Arc::new(ApprovalRuntime::new(self.handle.clone(), state))
-    }
-
-    async fn next_message(&mut self) -> Value {
-        let line = tokio::time::timeout(READ_TIMEOUT, self.lines.next_line())
-            .await
-            .expect("the server said nothing in time")
-            .expect("reading the server failed")
-            .expect("the server closed the connection");
-        serde_json::from_str(&line).expect("the server wrote invalid JSON")
-    }
-
-    /// The next message, which must be an ApprovalRequest; returns `(json-rpc id, payload)`.
-    async fn next_request(&mut self) -> (Value, Value) {
-        let message = self.next_message().await;
-        assert_eq!(message["method"], "request", "{message}");
-        assert_eq!(message["params"]["type"], "ApprovalRequest", "{message}");
-        (message["id"].clone(), message["params"]["payload"].clone())
-    }
-
-    /// The next message, which must be an event; returns `{type, payload}`.
-    async fn next_event(&mut self) -> Value {
-        let message = self.next_message().await;
-        assert_eq!(message["method"], "event", "{message}");
-        message["params"].clone()
-    }
-
-    /// Asserts nothing was sent before this point, by sending a marker event and reading it back first.
-    async fn assert_quiet(&mut self) {
-        self.handle
-            .send_event(&Event::StepBegin(StepBegin { n: 99 }))
-            .await
-            .expect("connection open");
-        let event = self.next_event().await;
-        assert_eq!(
-            event,
-            json!({"type": "StepBegin", "payload": {"n": 99}}),
-            "unexpected message before the marker"
-        );
-    }
-
-    async fn respond(&mut self, id: &Value, result: Value) {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
-            .await;
-    }
-
-    async fn respond_error(&mut self, id: &Value) {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": "nope"}}))
-            .await;
-    }
-
-    async fn send(&mut self, message: Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.writer
-            .write_all(line.as_bytes())
-            .await
-            .expect("writing to the server failed");
-    }
-}
-
-/// Never called: these tests use only events and server-to-client requests.
-struct NoAgent;
-
-#[async_trait]
-impl WireAgent for NoAgent {
-    async fn initialize(&self, _params: InitializeParams) -> Result<InitializeResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn prompt(&self, _input: UserInput, _cancel: CancellationToken) -> Result<PromptResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn steer(&self, _input: UserInput) -> Result<SteerResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn set_plan_mode(&self, _enabled: bool) -> Result<SetPlanModeResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn replay(&self, _cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn shutdown(&self) {}
+fn runtime(client: &FakeClient, state: ApprovalState) -> Arc<ApprovalRuntime> {
+    Arc::new(ApprovalRuntime::new(client.handle.clone(), state))
 }
 
 fn ask(action: &str, command: &str) -> ApprovalAsk {
@@ -186,8 +79,8 @@ async fn yolo_and_afk_approve_without_asking() {
             ..ApprovalState::default()
         },
     ] {
-        let runtime = client.runtime(state);
-        assert!(runtime.is_auto_approve());
+        let runtime = runtime(&client, state);
+        assert!(runtime.state().yolo || runtime.state().afk);
         let verdict = runtime
             .request(&source("turn-1"), "tc-1", "Shell", &ask("run command", "ls"))
             .await;
@@ -199,8 +92,8 @@ async fn yolo_and_afk_approve_without_asking() {
 #[tokio::test]
 async fn switching_yolo_on_and_off_takes_effect_at_once() {
     let mut client = FakeClient::start();
-    let runtime = client.runtime(ApprovalState::default());
-    assert!(!runtime.is_auto_approve());
+    let runtime = runtime(&client, ApprovalState::default());
+    assert!(!runtime.state().yolo && !runtime.state().afk);
     runtime.set_yolo(true);
     assert_eq!(
         runtime
@@ -210,7 +103,7 @@ async fn switching_yolo_on_and_off_takes_effect_at_once() {
     );
     runtime.set_yolo(false);
     let task = spawn_request(&runtime, source("t"), "tc-2", ask("run command", "ls"));
-    let (id, _) = client.next_request().await;
+    let (id, _) = client.next_request("ApprovalRequest").await;
     client
         .respond(&id, json!({"request_id": id, "response": "approve"}))
         .await;
@@ -220,9 +113,9 @@ async fn switching_yolo_on_and_off_takes_effect_at_once() {
 #[tokio::test]
 async fn approve_sends_the_request_then_reports_the_response() {
     let mut client = FakeClient::start();
-    let runtime = client.runtime(ApprovalState::default());
+    let runtime = runtime(&client, ApprovalState::default());
     let task = spawn_request(&runtime, source("turn-1"), "tc-1", ask("run command", "touch x"));
-    let (id, payload) = client.next_request().await;
+    let (id, payload) = client.next_request("ApprovalRequest").await;
     assert_eq!(
         payload,
         json!({
@@ -247,7 +140,7 @@ async fn approve_sends_the_request_then_reports_the_response() {
     // A plain approve is not remembered.
     assert_eq!(runtime.state().auto_approve_actions.len(), 0);
     let again = spawn_request(&runtime, source("turn-1"), "tc-2", ask("run command", "touch x"));
-    let (id, _) = client.next_request().await;
+    let (id, _) = client.next_request("ApprovalRequest").await;
     client
         .respond(&id, json!({"request_id": id, "response": "approve"}))
         .await;
@@ -257,7 +150,7 @@ async fn approve_sends_the_request_then_reports_the_response() {
 #[tokio::test]
 async fn a_subagent_request_carries_its_source() {
     let mut client = FakeClient::start();
-    let runtime = client.runtime(ApprovalState::default());
+    let runtime = runtime(&client, ApprovalState::default());
     let subagent = ApprovalSource {
         kind: ApprovalSourceKind::BackgroundAgent,
         id: "task-7".to_owned(),
@@ -265,7 +158,7 @@ async fn a_subagent_request_carries_its_source() {
         subagent_type: Some("coder".to_owned()),
     };
     let task = spawn_request(&runtime, subagent, "tc-1", ask("run command", "ls"));
-    let (id, payload) = client.next_request().await;
+    let (id, payload) = client.next_request("ApprovalRequest").await;
     assert_eq!(payload["source_kind"], "background_agent");
     assert_eq!(payload["source_id"], "task-7");
     assert_eq!(payload["agent_id"], "agent-1");
@@ -279,13 +172,13 @@ async fn a_subagent_request_carries_its_source() {
 #[tokio::test]
 async fn approve_for_session_releases_waiting_requests_and_is_remembered() {
     let mut client = FakeClient::start();
-    let runtime = client.runtime(ApprovalState::default());
+    let runtime = runtime(&client, ApprovalState::default());
     let first = spawn_request(&runtime, source("t"), "tc-1", ask("run command", "a"));
-    let (first_id, _) = client.next_request().await;
+    let (first_id, _) = client.next_request("ApprovalRequest").await;
     let second = spawn_request(&runtime, source("t"), "tc-2", ask("run command", "b"));
-    let (second_id, _) = client.next_request().await;
+    let (second_id, _) = client.next_request("ApprovalRequest").await;
     let other = spawn_request(&runtime, source("t"), "tc-3", ask("edit file", "c"));
-    let (other_id, _) = client.next_request().await;
+    let (other_id, _) = client.next_request("ApprovalRequest").await;
 
     client
         .respond(
@@ -325,10 +218,10 @@ async fn approve_for_session_releases_waiting_requests_and_is_remembered() {
 #[tokio::test]
 async fn reject_with_and_without_feedback() {
     let mut client = FakeClient::start();
-    let runtime = client.runtime(ApprovalState::default());
+    let runtime = runtime(&client, ApprovalState::default());
 
     let task = spawn_request(&runtime, source("t"), "tc-1", ask("run command", "rm -rf x"));
-    let (id, _) = client.next_request().await;
+    let (id, _) = client.next_request("ApprovalRequest").await;
     client
         .respond(&id, json!({"request_id": id, "response": "reject"}))
         .await;
@@ -336,7 +229,7 @@ async fn reject_with_and_without_feedback() {
     assert_eq!(client.next_event().await, response_event(&id, "reject", ""));
 
     let task = spawn_request(&runtime, source("t"), "tc-2", ask("run command", "rm -rf x"));
-    let (id, _) = client.next_request().await;
+    let (id, _) = client.next_request("ApprovalRequest").await;
     client
         .respond(
             &id,
@@ -355,7 +248,7 @@ async fn reject_with_and_without_feedback() {
     );
     // An empty feedback counts as none.
     let task = spawn_request(&runtime, source("t"), "tc-3", ask("run command", "rm -rf x"));
-    let (id, _) = client.next_request().await;
+    let (id, _) = client.next_request("ApprovalRequest").await;
     client
         .respond(
             &id,
@@ -368,7 +261,7 @@ async fn reject_with_and_without_feedback() {
 #[tokio::test]
 async fn malformed_answers_and_client_errors_reject() {
     let mut client = FakeClient::start();
-    let runtime = client.runtime(ApprovalState::default());
+    let runtime = runtime(&client, ApprovalState::default());
     for garbage in [
         json!({"request_id": "x", "response": "maybe"}),
         json!("approve"),
@@ -376,7 +269,7 @@ async fn malformed_answers_and_client_errors_reject() {
         json!({"approved": true}),
     ] {
         let task = spawn_request(&runtime, source("t"), "tc-1", ask("run command", "ls"));
-        let (id, _) = client.next_request().await;
+        let (id, _) = client.next_request("ApprovalRequest").await;
         client.respond(&id, garbage.clone()).await;
         assert_eq!(
             verdict(task).await,
@@ -386,8 +279,8 @@ async fn malformed_answers_and_client_errors_reject() {
         assert_eq!(client.next_event().await, response_event(&id, "reject", ""));
     }
     let task = spawn_request(&runtime, source("t"), "tc-2", ask("run command", "ls"));
-    let (id, _) = client.next_request().await;
-    client.respond_error(&id).await;
+    let (id, _) = client.next_request("ApprovalRequest").await;
+    client.respond_error(&id, -32000, "nope").await;
     assert_eq!(verdict(task).await, Verdict::Rejected { feedback: None });
     assert!(runtime.state().auto_approve_actions.is_empty());
 }
@@ -395,9 +288,9 @@ async fn malformed_answers_and_client_errors_reject() {
 #[tokio::test]
 async fn an_abandoned_request_rejects() {
     let mut client = FakeClient::start();
-    let runtime = client.runtime(ApprovalState::default());
+    let runtime = runtime(&client, ApprovalState::default());
     let task = spawn_request(&runtime, source("t"), "tc-1", ask("run command", "ls"));
-    let _ = client.next_request().await;
+    let _ = client.next_request("ApprovalRequest").await;
     // The client goes away: the server abandons every pending request.
     drop(client);
     assert_eq!(verdict(task).await, Verdict::Rejected { feedback: None });
@@ -406,11 +299,11 @@ async fn an_abandoned_request_rejects() {
 #[tokio::test]
 async fn cancel_source_reports_rejections_for_that_source_only() {
     let mut client = FakeClient::start();
-    let runtime = client.runtime(ApprovalState::default());
+    let runtime = runtime(&client, ApprovalState::default());
     let mine = spawn_request(&runtime, source("turn-1"), "tc-1", ask("run command", "a"));
-    let (mine_id, _) = client.next_request().await;
+    let (mine_id, _) = client.next_request("ApprovalRequest").await;
     let theirs = spawn_request(&runtime, source("turn-2"), "tc-2", ask("run command", "b"));
-    let (theirs_id, _) = client.next_request().await;
+    let (theirs_id, _) = client.next_request("ApprovalRequest").await;
 
     runtime.cancel_source("turn-1").await;
     assert_eq!(client.next_event().await, response_event(&mine_id, "reject", ""));
@@ -484,7 +377,7 @@ async fn details_follow_the_client_that_initialized() {
             runtime.set_client(params);
         }
         let task = spawn_request(&runtime, source("turn-1"), "tc-1", call.clone());
-        let (id, payload) = client.next_request().await;
+        let (id, payload) = client.next_request("ApprovalRequest").await;
         assert_eq!(
             (&payload["description"], &payload["display"]),
             (&expected.0, &expected.1),

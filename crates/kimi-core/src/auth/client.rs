@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use kimi_llm::http::{ClientTimeouts, LazyClient};
+use kimi_llm::truthy;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
@@ -322,18 +323,6 @@ fn model_info(item: &Value) -> Option<ModelInfo> {
         supports_video_in: flag("supports_video_in"),
         display_name: item.get("display_name").filter(|v| truthy(v)).map(text_of),
     })
-}
-
-/// Python's truthiness of a JSON value.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
 }
 
 /// The reference's device headers. Values are made ASCII (header values must be).

@@ -116,14 +116,14 @@ impl AccountTokens {
     }
 
     fn is_rejected(&self, refresh_token: &str) -> bool {
-        let rejected = self.rejected.lock().unwrap_or_else(|e| e.into_inner());
+        let rejected = crate::sync::lock(&self.rejected);
         rejected
             .as_deref()
             .is_some_and(|r| !r.is_empty() && r == refresh_token)
     }
 
     fn set_rejected(&self, refresh_token: Option<String>) {
-        *self.rejected.lock().unwrap_or_else(|e| e.into_inner()) = refresh_token;
+        *crate::sync::lock(&self.rejected) = refresh_token;
     }
 }
 
@@ -179,7 +179,7 @@ impl AccountChatProvider {
 
     /// The provider for `key`, built anew when the key changed.
     fn provider_for(&self, key: &str) -> Result<Arc<dyn ChatProvider>, ChatError> {
-        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        let mut built = crate::sync::lock(&self.built);
         if built.0 != key {
             *built = (key.to_owned(), (self.build)(key)?);
         }

@@ -124,7 +124,7 @@ pub fn load(share_dir: &Path, key: &str) -> Option<OAuthToken> {
 /// Stores `token` for `key` (private, replaced atomically).
 pub fn save(share_dir: &Path, key: &str, token: &OAuthToken) -> std::io::Result<()> {
     let value = serde_json::to_value(token).map_err(std::io::Error::other)?;
-    let text = kimi_llm::python_dumps(&value, true);
+    let text = kimi_llm::dumps(&value, kimi_llm::Dumps::DEFAULT);
     crate::private_files::write_secret(&token_path(share_dir, key), text.as_bytes())
 }
 

@@ -96,8 +96,8 @@ pub fn format_elapsed(seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::background::model::TaskStatus;
     use crate::background::model::{OwnerRole, TaskConsumerState, TaskControl, TaskRuntime, TaskSpec};
-    use crate::background::status::TaskStatus;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 

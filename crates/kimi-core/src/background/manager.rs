@@ -23,9 +23,10 @@ use tokio_util::task::TaskTracker;
 
 use super::bash::{self, BashCommand, BashEnd};
 use super::ids::{is_valid_task_id, new_task_id};
+use super::model::TaskStatus;
 use super::model::{OwnerRole, TaskConsumerState, TaskControl, TaskKind, TaskRuntime, TaskSpec, TaskView};
 use super::notify::{SOURCE_KIND, task_notification_lines, terminal_notification};
-use super::status::{Applied, IllegalTransition, TaskEvent, TaskStatus};
+use super::status::{Applied, IllegalTransition, TaskEvent};
 use super::store::{OutputChunk, TaskStore};
 use crate::config::BackgroundConfig;
 use crate::notifications::{Category, NotificationDetails, NotificationEvent, NotificationQueue, unix_now};
@@ -412,9 +413,7 @@ impl TaskManager {
 
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
-        self.tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.tasks)
     }
 
     fn get(&self, id: &str) -> Option<TaskView> {

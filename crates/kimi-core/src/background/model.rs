@@ -5,7 +5,58 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::status::TaskStatus;
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Recorded, nothing started yet.
+    #[default]
+    Created,
+    /// Being launched.
+    Starting,
+    /// Running.
+    Running,
+    /// A background agent waits for the user to approve something.
+    AwaitingApproval,
+    /// Ended by itself with success.
+    Completed,
+    /// Ended with an error, a non-zero exit or its timeout.
+    Failed,
+    /// Stopped on request.
+    Killed,
+    /// Its supervisor went away; what became of it is unknown.
+    Lost,
+}
+
+impl TaskStatus {
+    /// The name as written in files and tool output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Killed => "killed",
+            Self::Lost => "lost",
+        }
+    }
+
+    /// Whether the status is final.
+    pub fn is_terminal(self) -> bool {
+        match self {
+            Self::Completed | Self::Failed | Self::Killed | Self::Lost => true,
+            Self::Created | Self::Starting | Self::Running | Self::AwaitingApproval => false,
+        }
+    }
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What a task runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -141,10 +141,11 @@ fn local_time(seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::background::model::TaskStatus;
     use crate::background::model::{
         OwnerRole, TaskConsumerState, TaskControl, TaskKind, TaskRuntime, TaskSpec,
     };
-    use crate::background::status::{TaskEvent, TaskStatus};
+    use crate::background::status::TaskEvent;
     use pretty_assertions::assert_eq;
 
     fn view() -> TaskView {

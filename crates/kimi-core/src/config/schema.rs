@@ -448,11 +448,6 @@ impl BackgroundConfig {
     pub fn kill_grace_period(&self) -> Duration {
         Duration::from_millis(self.kill_grace_period_ms)
     }
-
-    /// [`BackgroundConfig::agent_task_timeout_s`] as a duration.
-    pub fn agent_task_timeout(&self) -> Duration {
-        Duration::from_secs(self.agent_task_timeout_s)
-    }
 }
 
 /// `[notifications]`.

@@ -117,10 +117,7 @@ impl FileClock {
 
 impl Clock for FileClock {
     fn now(&self) -> DateTime<Utc> {
-        let mut last = self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut last = crate::sync::lock(&self.last);
         if let Some(now) = Self::read(&self.path) {
             *last = Some(now);
         }

@@ -1,37 +1,36 @@
 //! Deterministic jitter, so that many sessions scheduled for the same round minute do not all call the
-//! model at once, while one job always fires at the same offset (derived from its id).
+//! model at once, while one job always fires at the same offset (derived from its seed, the job id's
+//! number).
 //!
 //! - Recurring jobs fire late by up to a tenth of their period, at most 15 minutes.
 //! - One-shot jobs whose minute is `:00` or `:30` fire early by up to 90 seconds; others fire on time.
 
 use chrono::{DateTime, Duration, TimeZone, Timelike};
 
-use super::job::JobId;
-
 /// Recurring jobs are never later than this.
 pub const MAX_RECURRING_DELAY: Duration = Duration::minutes(15);
 /// One-shot jobs on a round minute are never earlier than this.
 pub const MAX_ONE_SHOT_ADVANCE: Duration = Duration::seconds(90);
 
-/// Where in `[0, 1)` this job's offsets fall.
-fn fraction(id: &JobId) -> f64 {
-    f64::from(id.as_u32()) / 4_294_967_296.0
+/// Where in `[0, 1)` the offsets of the job seeded `seed` fall.
+fn fraction(seed: u32) -> f64 {
+    f64::from(seed) / 4_294_967_296.0
 }
 
 /// `max` scaled by the job's fraction, in whole seconds (rounded down).
-fn scaled(id: &JobId, max: Duration) -> Duration {
-    Duration::seconds((max.num_seconds() as f64 * fraction(id)) as i64)
+fn scaled(seed: u32, max: Duration) -> Duration {
+    Duration::seconds((max.num_seconds() as f64 * fraction(seed)) as i64)
 }
 
 /// How late a recurring job fires after an ideal time whose next ideal time is `period` later.
-pub fn recurring_delay(id: &JobId, period: Duration) -> Duration {
-    scaled(id, (period / 10).min(MAX_RECURRING_DELAY))
+pub fn recurring_delay(seed: u32, period: Duration) -> Duration {
+    scaled(seed, (period / 10).min(MAX_RECURRING_DELAY))
 }
 
 /// How early a one-shot job fires before its ideal time `at`.
-pub fn one_shot_advance<Tz: TimeZone>(id: &JobId, at: &DateTime<Tz>) -> Duration {
+pub fn one_shot_advance<Tz: TimeZone>(seed: u32, at: &DateTime<Tz>) -> Duration {
     if matches!(at.minute(), 0 | 30) {
-        scaled(id, MAX_ONE_SHOT_ADVANCE)
+        scaled(seed, MAX_ONE_SHOT_ADVANCE)
     } else {
         Duration::zero()
     }
@@ -43,8 +42,9 @@ mod tests {
     use chrono::Utc;
     use pretty_assertions::assert_eq;
 
-    fn id(text: &str) -> JobId {
-        JobId::parse(text).unwrap()
+    /// The seed of the job id `text`.
+    fn id(text: &str) -> u32 {
+        u32::from_str_radix(text, 16).unwrap()
     }
 
     fn at(text: &str) -> DateTime<Utc> {
@@ -69,7 +69,7 @@ mod tests {
         ];
         for (text, period, seconds) in cases {
             assert_eq!(
-                recurring_delay(&id(text), *period),
+                recurring_delay(id(text), *period),
                 Duration::seconds(*seconds),
                 "{text} {period}"
             );
@@ -88,7 +88,7 @@ mod tests {
         ];
         for (text, ideal, seconds) in cases {
             assert_eq!(
-                one_shot_advance(&id(text), &at(ideal)),
+                one_shot_advance(id(text), &at(ideal)),
                 Duration::seconds(*seconds),
                 "{text} {ideal}"
             );
@@ -98,9 +98,9 @@ mod tests {
     #[test]
     fn the_same_id_always_gets_the_same_offset() {
         let job = id("3fa2c1d9");
-        let first = recurring_delay(&job, Duration::hours(1));
+        let first = recurring_delay(job, Duration::hours(1));
         for _ in 0..10 {
-            assert_eq!(recurring_delay(&job, Duration::hours(1)), first);
+            assert_eq!(recurring_delay(job, Duration::hours(1)), first);
         }
         assert!(first > Duration::zero() && first < Duration::minutes(6));
     }

@@ -176,10 +176,10 @@ impl Job {
                 .expr
                 .next_after(&ideal)
                 .map_or(Duration::zero(), |next| next - ideal.clone());
-            ideal.clone() + jitter::recurring_delay(&self.record.id, period)
+            ideal.clone() + jitter::recurring_delay(self.record.id.as_u32(), period)
         } else {
             // Early, but never before the job existed.
-            (ideal.clone() - jitter::one_shot_advance(&self.record.id, &ideal))
+            (ideal.clone() - jitter::one_shot_advance(self.record.id.as_u32(), &ideal))
                 .max(self.record.created_at.with_timezone(&ideal.timezone()))
         };
         Some(Slot {

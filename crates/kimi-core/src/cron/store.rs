@@ -12,6 +12,8 @@ use chrono::{DateTime, Duration, Local, Utc};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::sync::lock;
+
 use super::clock::Clock;
 use super::expr::{CronExpr, CronParseError};
 use super::human;
@@ -353,10 +355,6 @@ impl CronStore {
 /// A time as the tools show it: ISO 8601 with the local offset, to the second.
 pub fn iso(at: &DateTime<Local>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

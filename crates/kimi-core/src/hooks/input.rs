@@ -181,7 +181,7 @@ fn truncate_chars(text: &str, max: usize) -> &str {
 /// stdin: `", "` and `": "` separators and every non-ASCII character escaped as `\uXXXX`. Scripts that
 /// grep the text rather than parse it keep working.
 pub(crate) fn python_json(value: &Value) -> String {
-    kimi_llm::python_dumps(value, true)
+    kimi_llm::dumps(value, kimi_llm::Dumps::DEFAULT)
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ mod shell;
 mod wire;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, FutureExt, join_all};
@@ -417,7 +417,7 @@ impl HookEngine {
             return;
         }
         let engine = Arc::clone(self);
-        let mut background = self.background.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut background = crate::sync::lock(&self.background);
         if background.closed {
             tracing::debug!(
                 event = event_name(event),
@@ -436,7 +436,7 @@ impl HookEngine {
     /// hooks). Later background triggers are dropped; awaited triggers still work.
     pub async fn shutdown(&self, grace: Duration) {
         let mut tasks = {
-            let mut background = self.background.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut background = crate::sync::lock(&self.background);
             background.closed = true;
             std::mem::take(&mut background.tasks)
         };
@@ -453,11 +453,11 @@ impl HookEngine {
 
     fn wire_ref(&self) -> std::sync::RwLockReadGuard<'_, WireSide> {
         // The lock guards plain data replaced whole; a poisoned one is still consistent.
-        self.wire.read().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::read(&self.wire)
     }
 
     fn wire_mut(&self) -> std::sync::RwLockWriteGuard<'_, WireSide> {
-        self.wire.write().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::write(&self.wire)
     }
 }
 

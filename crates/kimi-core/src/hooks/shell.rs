@@ -6,8 +6,10 @@
 //! `permissionDecisionReason`; everything else — other exit codes, a timeout, a failure to start —
 //! allows. Other stdout is ignored.
 //!
-//! Beyond the reference, the hook gets its own process group and a timed-out or abandoned hook is
-//! killed with its whole group, so `sleep 30 &` inside a hook cannot outlive it; a hook that finishes
+//! Beyond the reference, the hook gets its own process group, watched by the one guard of every child
+//! ([`crate::procgroup::GroupGuard`]): a timed-out or abandoned hook is killed with its whole group, and
+//! so is a running one when the agent is killed (the guardian), so `sleep 30 &` inside a hook cannot
+//! outlive it; a hook that finishes
 //! normally may leave background work running, as in the reference. Its environment is the
 //! children's (`crate::child_env`). The result says whether the hook decided, could not start, or
 //! failed otherwise ([`Outcome`]), so the engine can report it and apply `on_error`.
@@ -22,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::Verdict;
+use crate::procgroup::GroupGuard;
 
 /// The shell the reference's `create_subprocess_shell` uses.
 const SHELL: &str = "/bin/sh";
@@ -53,6 +56,7 @@ const NOT_FOUND: i32 = 127;
 pub(crate) async fn run(command: &str, stdin: &[u8], timeout: Duration, cwd: &Path) -> Outcome {
     let mut builder = Command::new(SHELL);
     crate::child_env::apply(&mut builder);
+    crate::guardian::start();
     let mut child = match builder
         .arg("-c")
         .arg(command)
@@ -72,7 +76,7 @@ pub(crate) async fn run(command: &str, stdin: &[u8], timeout: Duration, cwd: &Pa
     };
     // Declared after `child`, so on an early return (timeout, or the caller dropping us) the group is
     // killed while the shell, its leader, is not yet reaped.
-    let mut group = GroupGuard(child.id());
+    let group = child.id().map(GroupGuard::watch);
 
     let finished = tokio::time::timeout(timeout, communicate(&mut child, stdin)).await;
     match finished {
@@ -85,7 +89,9 @@ pub(crate) async fn run(command: &str, stdin: &[u8], timeout: Duration, cwd: &Pa
             Outcome::Failed(error.to_string())
         }
         Ok(Ok(output)) => {
-            group.disarm();
+            if let Some(group) = group {
+                group.disarm();
+            }
             let stdout = String::from_utf8_lossy(&output.stdout);
             let stderr = String::from_utf8_lossy(&output.stderr);
             let code = output.status.code();
@@ -235,42 +241,6 @@ fn structured_verdict(stdout: &str) -> Verdict {
         Some(other) => other.to_string(),
     };
     Verdict::Block(reason)
-}
-
-/// The hook's process group (its id is the shell's pid); killed on drop unless disarmed.
-struct GroupGuard(Option<u32>);
-
-impl GroupGuard {
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            kill_group(pgid);
-        }
-    }
-}
-
-/// SIGKILLs every process in group `pgid`.
-///
-/// kimi-core has no binding to `killpg(2)` (no `nix`/`libc` dependency, and unsafe code is denied), so
-/// this asks the shell's `kill` builtin, which every POSIX `sh` has and which hooks need anyway. It
-/// runs only when a hook timed out or was abandoned, and takes about a millisecond. With `nix` in
-/// kimi-core's dependencies this becomes `killpg(Pid::from_raw(pgid), Signal::SIGKILL)`.
-fn kill_group(pgid: u32) {
-    let status = std::process::Command::new(SHELL)
-        .arg("-c")
-        .arg(format!("kill -s KILL -- -{pgid} 2>/dev/null"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    if let Err(error) = status {
-        tracing::warn!(pgid, %error, "could not kill a hook's process group");
-    }
 }
 
 #[cfg(test)]

@@ -5,23 +5,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use kimi_wire::message::{Event, StepBegin, UserInput};
-use kimi_wire::params::{
-    InitializeParams, InitializeResult, PromptResult, ReplayResult, SetPlanModeResult, SteerResult,
-    WireHookSubscription,
-};
-use kimi_wire::{ClientHandle, RpcError, Server, ServerConfig, WireAgent};
+use kimi_wire::params::WireHookSubscription;
+use kimi_wire::testing::FakeClient;
+use kimi_wire::{Server, ServerConfig};
 use pretty_assertions::assert_eq;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
-use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::config::{HookDef, HookEvent, HookOnError};
 use crate::events::EventSink;
-
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn hook(event: HookEvent, matcher: &str, command: &str) -> HookDef {
     HookDef {
@@ -50,89 +42,12 @@ fn pre_tool(tool: &str) -> Map<String, Value> {
     input::pre_tool_use(tool, json!({"command": "echo hi"}), "tc-1")
 }
 
-/// The client end of a running wire server.
-struct FakeClient {
-    sink: EventSink,
-    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
-    writer: WriteHalf<DuplexStream>,
-}
+/// How long a test waits for the server or a hook.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl FakeClient {
-    fn start() -> Self {
-        let (server, handle): (Server, ClientHandle) = Server::new(ServerConfig::default());
-        let (ours, theirs) = tokio::io::duplex(1 << 20);
-        let (server_in, server_out) = tokio::io::split(theirs);
-        tokio::spawn(server.run(server_in, server_out, Arc::new(NoAgent), std::future::pending()));
-        let (read, writer) = tokio::io::split(ours);
-        Self {
-            sink: EventSink::new(handle, None),
-            lines: BufReader::new(read).lines(),
-            writer,
-        }
-    }
-
-    async fn next_message(&mut self) -> Value {
-        let line = tokio::time::timeout(READ_TIMEOUT, self.lines.next_line())
-            .await
-            .expect("the server said nothing in time")
-            .expect("reading the server failed")
-            .expect("the server closed the connection");
-        serde_json::from_str(&line).expect("the server wrote invalid JSON")
-    }
-
-    /// The next event's `{type, payload}`.
-    async fn next_event(&mut self) -> Value {
-        let message = self.next_message().await;
-        assert_eq!(message["method"], "event", "{message}");
-        message["params"].clone()
-    }
-
-    /// Asserts nothing was sent before this point, by sending a marker and reading it back first.
-    async fn assert_quiet(&mut self) {
-        self.sink.emit(Event::StepBegin(StepBegin { n: 99 })).await;
-        let event = self.next_event().await;
-        assert_eq!(
-            event["type"], "StepBegin",
-            "unexpected message before the marker: {event}"
-        );
-    }
-
-    async fn respond(&mut self, id: &Value, result: Value) {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
-            .await;
-    }
-
-    async fn send(&mut self, message: Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.writer
-            .write_all(line.as_bytes())
-            .await
-            .expect("writing to the server failed");
-    }
-}
-
-/// Never called: these tests use only events and server-to-client requests.
-struct NoAgent;
-
-#[async_trait]
-impl WireAgent for NoAgent {
-    async fn initialize(&self, _params: InitializeParams) -> Result<InitializeResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn prompt(&self, _input: UserInput, _cancel: CancellationToken) -> Result<PromptResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn steer(&self, _input: UserInput) -> Result<SteerResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn set_plan_mode(&self, _enabled: bool) -> Result<SetPlanModeResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn replay(&self, _cancel: CancellationToken) -> Result<ReplayResult, RpcError> {
-        Err(RpcError::internal("not used"))
-    }
-    async fn shutdown(&self) {}
+/// Where the engine sends its events: straight to `client`, unrecorded.
+fn sink(client: &FakeClient) -> EventSink {
+    EventSink::new(client.handle.clone(), None)
 }
 
 #[test]
@@ -182,7 +97,7 @@ async fn nothing_matching_allows_silently() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), vec![hook(HookEvent::PreToolUse, "^Shell$", "exit 2")]);
     let mut client = FakeClient::start();
-    engine.attach_wire(vec![], client.sink.clone());
+    engine.attach_wire(vec![], sink(&client));
     assert_eq!(
         engine
             .trigger(HookEvent::PreToolUse, "ReadFile", pre_tool("ReadFile"))
@@ -211,7 +126,7 @@ async fn a_block_is_reported_between_triggered_and_resolved() {
         ],
     );
     let mut client = FakeClient::start();
-    engine.attach_wire(vec![], client.sink.clone());
+    engine.attach_wire(vec![], sink(&client));
 
     let decision = engine
         .trigger(HookEvent::PreToolUse, "Shell", pre_tool("Shell"))
@@ -252,7 +167,7 @@ async fn without_the_wire_hooks_run_but_report_nothing() {
     assert_eq!(decision.is_block(), true);
     // Detaching stops the events again.
     let mut client = FakeClient::start();
-    engine.attach_wire(vec![], client.sink.clone());
+    engine.attach_wire(vec![], sink(&client));
     engine.detach_wire();
     assert!(
         engine
@@ -276,7 +191,7 @@ async fn identical_commands_run_once_per_trigger() {
         ],
     );
     let mut client = FakeClient::start();
-    engine.attach_wire(vec![], client.sink.clone());
+    engine.attach_wire(vec![], sink(&client));
     assert_eq!(
         engine.trigger(HookEvent::Stop, "", input::stop(false)).await,
         HookDecision::Allow
@@ -346,7 +261,7 @@ async fn a_wire_subscription_is_asked_through_a_hook_request() {
             subscription("sub_read", "PreToolUse", "ReadFile", 30),
             subscription("sub_bad", "NotAnEvent", "", 30),
         ],
-        client.sink.clone(),
+        sink(&client),
     );
     let running = tokio::spawn({
         let engine = Arc::clone(&engine);
@@ -410,10 +325,7 @@ async fn command_and_wire_hooks_run_in_parallel_and_errors_allow() {
         )],
     );
     let mut client = FakeClient::start();
-    engine.attach_wire(
-        vec![subscription("sub_stop", "Stop", "", 30)],
-        client.sink.clone(),
-    );
+    engine.attach_wire(vec![subscription("sub_stop", "Stop", "", 30)], sink(&client));
     let running = tokio::spawn({
         let engine = Arc::clone(&engine);
         async move { engine.trigger(HookEvent::Stop, "", input::stop(false)).await }
@@ -435,7 +347,7 @@ async fn an_unanswered_wire_hook_allows_after_its_timeout() {
     let mut client = FakeClient::start();
     engine.attach_wire(
         vec![subscription("slow", "UserPromptSubmit", "", 1)],
-        client.sink.clone(),
+        sink(&client),
     );
     let started = Instant::now();
     let running = tokio::spawn({

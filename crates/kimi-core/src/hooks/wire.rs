@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use kimi_wire::message::{HookAction, HookAnswer, HookRequest, Request};
-use kimi_wire::{Answer, ClientHandle, RequestScope};
+use kimi_wire::message::{HookAction, HookAnswer, HookRequest};
+use kimi_wire::{ClientHandle, NoAnswer, RequestScope};
 use serde_json::{Map, Value};
 
 use super::Verdict;
@@ -36,20 +36,16 @@ pub(crate) struct Ask<'a> {
 /// Sends one `HookRequest` and waits (bounded) for the client's verdict. Never fails.
 pub(crate) async fn ask(client: &ClientHandle, ask: Ask<'_>) -> Verdict {
     let id = request_id();
-    let request = Request::HookRequest(HookRequest {
+    let request = HookRequest {
         id: id.clone(),
         subscription_id: ask.subscription_id.to_owned(),
         event: ask.event.to_owned(),
         target: ask.target.to_owned(),
         input_data: ask.input,
-    });
+    };
     // Reference: the turn's `finally` resolves its unanswered HookRequests to allow; a turn-scoped
     // request does the same here. Dropping the waiter on timeout unregisters it.
-    let exchange = async {
-        let waiter = client.send_request(&request, RequestScope::Turn).await?;
-        Ok::<_, kimi_wire::SendRequestError>(waiter.wait().await)
-    };
-    match tokio::time::timeout(ask.timeout, exchange).await {
+    match tokio::time::timeout(ask.timeout, client.ask(&request, RequestScope::Turn)).await {
         Err(_elapsed) => {
             tracing::warn!(
                 event = ask.event,
@@ -58,31 +54,28 @@ pub(crate) async fn ask(client: &ClientHandle, ask: Ask<'_>) -> Verdict {
             );
             Verdict::Allow
         }
-        Ok(Err(error)) => {
+        Ok(Err(NoAnswer::NotSent(error))) => {
             tracing::warn!(event = ask.event, target = ask.target, %error, "wire hook could not be sent; allowing");
             Verdict::Allow
         }
-        Ok(Ok(answer)) => verdict(&id, answer),
+        Ok(answer) => verdict(&id, answer),
     }
 }
 
 /// The client's answer as a verdict.
-pub(crate) fn verdict(id: &str, answer: Answer) -> Verdict {
-    let result = match answer {
-        Answer::Result(result) => result,
-        Answer::Error(error) => {
+pub(crate) fn verdict(id: &str, answer: Result<HookAnswer, NoAnswer>) -> Verdict {
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(NoAnswer::Malformed(error)) => {
+            tracing::error!(id, %error, "invalid hook response; allowing");
+            return Verdict::Allow;
+        }
+        Err(NoAnswer::Error(error)) => {
             tracing::warn!(id, code = error.code, message = %error.message, "wire hook answered with an error; allowing");
             return Verdict::Allow;
         }
-        Answer::Abandoned(why) => {
-            tracing::debug!(id, ?why, "wire hook abandoned; allowing");
-            return Verdict::Allow;
-        }
-    };
-    let answer: HookAnswer = match kimi_wire::named::from_value_named(&result) {
-        Ok(answer) => answer,
-        Err(error) => {
-            tracing::error!(id, %error, "invalid hook response; allowing");
+        Err(why) => {
+            tracing::debug!(id, %why, "wire hook abandoned; allowing");
             return Verdict::Allow;
         }
     };
@@ -106,7 +99,7 @@ fn request_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_wire::{Abandoned, RpcError};
+    use kimi_wire::{Abandoned, Answer, RpcError};
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
@@ -125,16 +118,16 @@ mod tests {
     fn answers_map_to_verdicts() {
         let block = json!({"request_id": "abc", "action": "block", "reason": "client says no"});
         assert_eq!(
-            verdict("abc", Answer::Result(block)),
+            verdict("abc", Answer::Result(block).read()),
             Verdict::Block("client says no".into())
         );
         assert_eq!(
-            verdict("abc", Answer::Result(json!({"request_id": "abc"}))),
+            verdict("abc", Answer::Result(json!({"request_id": "abc"})).read()),
             Verdict::Allow
         );
         let mismatched = json!({"request_id": "zzz", "action": "block"});
         assert_eq!(
-            verdict("abc", Answer::Result(mismatched)),
+            verdict("abc", Answer::Result(mismatched).read()),
             Verdict::Block(String::new())
         );
     }
@@ -148,17 +141,17 @@ mod tests {
             Value::Null,
         ] {
             assert_eq!(
-                verdict("abc", Answer::Result(bad.clone())),
+                verdict("abc", Answer::Result(bad.clone()).read()),
                 Verdict::Allow,
                 "{bad}"
             );
         }
         assert_eq!(
-            verdict("abc", Answer::Error(RpcError::new(-32000, "x"))),
+            verdict("abc", Answer::Error(RpcError::new(-32000, "x")).read()),
             Verdict::Allow
         );
         assert_eq!(
-            verdict("abc", Answer::Abandoned(Abandoned::TurnEnded)),
+            verdict("abc", Answer::Abandoned(Abandoned::TurnEnded).read()),
             Verdict::Allow
         );
     }

@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 
 use super::config::{RemoteAuth, Transport};
 use super::oauth;
+use crate::procgroup::GroupGuard;
 
 /// Variables a stdio server inherits from us (reference: the `mcp` SDK's `DEFAULT_INHERITED_ENV_VARS`).
 const INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
@@ -165,13 +166,10 @@ impl Connection {
                 let stdin = child.stdin().take();
                 let stdout = child.stdout().take();
                 let stderr = child.stderr().take();
-                let pgid = child.id();
-                if let Some(pgid) = pgid {
-                    crate::guardian::watch(pgid);
-                }
+                let guard = child.id().map(GroupGuard::watch);
                 let mut group = ChildGroup {
                     child: Some(child),
-                    pgid,
+                    guard,
                 };
                 let stderr = stderr.map(|s| tokio::spawn(drain_stderr(server.into(), s)));
                 let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
@@ -370,8 +368,8 @@ impl Drop for Connection {
 #[derive(Debug)]
 struct ChildGroup {
     child: Option<Box<dyn ChildWrapper>>,
-    /// The group id (the leader's pid), registered with the [`crate::guardian`] until it is killed.
-    pgid: Option<u32>,
+    /// The group's guard (the leader's pid; registered with the guardian) until it is killed.
+    guard: Option<GroupGuard>,
 }
 
 impl ChildGroup {
@@ -395,9 +393,8 @@ impl ChildGroup {
             return;
         };
         let _ = child.start_kill();
-        if let Some(pgid) = self.pgid.take() {
-            crate::guardian::release(pgid);
-        }
+        // Dropped armed: SIGKILL to the group (members the leader left behind too), and released.
+        drop(self.guard.take());
         if tokio::time::timeout(KILL_WAIT, child.wait()).await.is_err() {
             tracing::warn!(pid = ?child.id(), "MCP server process group not reaped in time");
         }
@@ -410,9 +407,7 @@ impl Drop for ChildGroup {
             // Synchronous and non-blocking: killpg(SIGKILL). Tokio reaps the leader.
             let _ = child.start_kill();
         }
-        if let Some(pgid) = self.pgid.take() {
-            crate::guardian::release(pgid);
-        }
+        // The guard field drops after this: SIGKILL to the whole group, and released.
     }
 }
 

@@ -44,6 +44,7 @@ pub use config::{ConfigError, RemoteAuth, ServerConfig, SourceError, Transport};
 pub use state::{ServerState, ServerView};
 pub use tool::McpTool;
 
+use crate::sync::lock;
 use crate::toolset::Toolset;
 
 /// How long connecting one server (spawn or HTTP, `initialize`, `tools/list`) may take unless its
@@ -491,10 +492,6 @@ impl McpManager {
         while tasks.join_next().await.is_some() {}
         futures::future::join_all(self.servers.iter().map(|s| s.shutdown())).await;
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ use kimi_wire::message::{DisplayBlock, ToolReturnValue};
 use serde_json::Value;
 
 use super::McpServer;
+use crate::approval::ApprovalAsk;
 use crate::config::McpToolNames;
-use crate::toolset::{Access, ApprovalAsk, CallContext, Plan, Tool};
+use crate::toolset::{Access, CallContext, Plan, Tool};
 
 /// A tool served by an MCP server.
 pub struct McpTool {

@@ -19,6 +19,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::sync::lock;
+
 pub use llm::{ids_in_history, notification_text};
 pub use model::{
     ALL_SINKS, Category, Delivery, DeliveryStatus, NotificationEvent, Severity, Sink, SinkState, unix_now,
@@ -99,10 +101,7 @@ impl NotificationQueue {
     /// Registers the details added to the model's copy of notifications whose `source_kind` is
     /// `source_kind`.
     pub fn set_details(&self, source_kind: &str, details: Arc<dyn NotificationDetails>) {
-        self.details
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(source_kind.to_owned(), details);
+        crate::sync::write(&self.details).insert(source_kind.to_owned(), details);
     }
 
     /// Adds `event`, pending for each of its targets, unless one with the same dedupe key exists.
@@ -175,19 +174,10 @@ impl NotificationQueue {
 
     /// The model's copy of `event`: its block with the details its source registered.
     pub fn llm_text(&self, event: &NotificationEvent) -> String {
-        let details = self
-            .details
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&event.source_kind)
-            .cloned();
+        let details = crate::sync::read(&self.details).get(&event.source_kind).cloned();
         let lines = details.map(|d| d.llm_lines(event)).unwrap_or_default();
         notification_text(event, &lines)
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

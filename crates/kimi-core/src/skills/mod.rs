@@ -22,6 +22,8 @@ use std::sync::Mutex;
 
 use kimi_wire::params::SlashCommandInfo;
 
+use crate::sync::lock;
+
 pub use bundled::BUNDLED_DIR;
 pub use discover::DiscoveryOptions;
 use flow::Flow;
@@ -276,10 +278,6 @@ pub enum SkillCommand<'a> {
     Run(&'a Skill),
     /// `/flow:<name>`: walk the skill's flow.
     Walk(&'a Skill, &'a Flow),
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The text a `/skill:<name> args` turn sends: the skill, then the user's request when there is one

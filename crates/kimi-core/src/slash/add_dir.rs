@@ -5,7 +5,7 @@ use kimi_llm::Message;
 
 use super::export::{expand_home, unquote};
 use crate::session::{canonical_work_dir, write_atomic};
-use crate::soul::{Soul, TurnError, internal, system};
+use crate::soul::{Soul, TurnError, system};
 use crate::state::StateFile;
 use crate::workspace;
 
@@ -64,8 +64,7 @@ impl Soul {
         self.context
             .lock()
             .await
-            .append(Message::user(vec![system(&note)]))
-            .map_err(internal)?;
+            .append(Message::user(vec![system(&note)]))?;
         self.say(&format!("Added directory to workspace: {}", dir.display()))
             .await;
         Ok(())

@@ -10,7 +10,7 @@ use kimi_wire::message::{ContentPart, ToolCall};
 use serde_json::Value;
 
 use crate::context::{Context, estimate_tokens};
-use crate::soul::{Soul, TurnError, internal, system};
+use crate::soul::{Soul, TurnError, system};
 use crate::text::shorten;
 
 /// Largest file or session `/import` takes (reference: 10 MB).
@@ -190,10 +190,8 @@ impl Soul {
                 .await;
                 return Ok(());
             }
-            context.append(message).map_err(internal)?;
-            context
-                .update_token_count(current + estimated)
-                .map_err(internal)?;
+            context.append(message)?;
+            context.update_token_count(current + estimated)?;
         }
         self.say(&format!(
             "Imported context from {source} ({} chars).",
@@ -547,7 +545,7 @@ async fn import_source(
     }
     let plain_id =
         !target.is_empty() && target != "." && target != ".." && !target.contains(['/', '\\', '\0']);
-    let context_file = crate::session::work_dir_sessions(share_dir, work_dir)
+    let context_file = crate::paths::work_dir_sessions_dir(share_dir, work_dir)
         .join(target)
         .join("context.jsonl");
     if !plain_id || !context_file.is_file() {

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::ApprovalSource;
 use crate::context::Context;
-use crate::soul::{Soul, SoulParts, TurnError, TurnOutcome, internal, system};
+use crate::soul::{Soul, SoulParts, TurnError, TurnOutcome, system};
 
 /// What the model is asked to do (our own words).
 const INIT_PROMPT: &str = include_str!("init_prompt.md");
@@ -43,8 +43,7 @@ impl Soul {
         self.context
             .lock()
             .await
-            .append(Message::user(vec![system(&note)]))
-            .map_err(internal)?;
+            .append(Message::user(vec![system(&note)]))?;
         Ok(TurnOutcome::Finished)
     }
 

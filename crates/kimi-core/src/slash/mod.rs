@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::ApprovalSource;
 use crate::skills::{SkillCommand, Skills};
-use crate::soul::{Soul, TurnError, TurnOutcome, internal};
+use crate::soul::{Soul, TurnError, TurnOutcome};
 
 /// A command name with its description and aliases, as `initialize` lists them.
 struct Command {
@@ -158,7 +158,7 @@ impl Soul {
             Some(kimi_wire::side_question::COMMAND) => self.side_question(args).await?,
             Some("afk") => self.toggle_afk().await,
             Some("clear") => {
-                self.context.lock().await.clear().await.map_err(internal)?;
+                self.context.lock().await.clear().await?;
                 self.say("The context has been cleared.").await;
                 self.events
                     .emit(Event::StatusUpdate(self.context_status().await))
@@ -172,7 +172,8 @@ impl Soul {
                 if self.llm.is_none() {
                     return Err(TurnError::LlmNotSet);
                 }
-                self.compact(crate::soul::CompactionTrigger::Manual, args).await?;
+                self.compact(crate::soul::compaction::CompactionTrigger::Manual, args)
+                    .await?;
                 self.say("The context has been compacted.").await;
                 self.events
                     .emit(Event::StatusUpdate(self.context_status().await))

@@ -9,7 +9,6 @@ use futures::StreamExt;
 use kimi_llm::{ChatError, ChatRequest, Message, Role, StreamEvent};
 use kimi_wire::message::{CompactionBegin, CompactionEnd, ContentPart, Event, TokenUsage};
 
-use super::turn::internal;
 use super::{Soul, TurnError};
 use crate::config::HookEvent;
 use crate::context::estimate_tokens;
@@ -163,12 +162,12 @@ impl Soul {
         messages.extend(prepared.preserved);
         {
             let mut context = self.context.lock().await;
-            context.clear().await.map_err(internal)?;
-            context.checkpoint().map_err(internal)?;
+            context.clear().await?;
+            context.checkpoint()?;
             for message in messages {
-                context.append(message).map_err(internal)?;
+                context.append(message)?;
             }
-            context.update_token_count(estimate).map_err(internal)?;
+            context.update_token_count(estimate)?;
         }
         tracing::debug!(prompt_len = system_prompt.len(), estimate, "context compacted");
         self.events.emit(Event::CompactionEnd(CompactionEnd {})).await;

@@ -1,7 +1,7 @@
 //! The agent loop: a turn is a sequence of steps; a step is one model call plus the tool calls it asked
 //! for. See [`Soul::run_turn`].
 
-mod compaction;
+pub(crate) mod compaction;
 mod message;
 mod notify;
 mod remind;
@@ -27,12 +27,11 @@ use crate::plan::PlanMode;
 use crate::recorder::WriteError;
 use crate::reminders::Reminders;
 use crate::skills::Skills;
+use crate::sync::lock;
 use crate::toolset::{DedupTracker, Toolset};
 
-pub(crate) use compaction::CompactionTrigger;
 pub use message::{system, tool_result_message};
 pub use retry::RetryBackoff;
-pub(crate) use turn::internal;
 
 /// Loop limits (config `loop_control`, overridable by flags).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -104,9 +103,10 @@ pub enum TurnError {
     /// The provider failed after retries (-32003).
     #[error(transparent)]
     Provider(#[from] ChatError),
-    /// A session file could not be written (-32603); carries `"SessionFileError: {message}"`.
-    #[error("{0}")]
-    Internal(String),
+    /// A session file (`context.jsonl`, `wire.jsonl`) could not be written (-32603): the turn stops,
+    /// since what it did could not be resumed. Not retried.
+    #[error("SessionFileError: {0}")]
+    SessionFile(#[from] WriteError),
 }
 
 /// One session's agent: model, context, tools and the state a turn reads.
@@ -350,8 +350,4 @@ impl Soul {
         let recorded = self.events.recorder().is_some_and(|r| r.has_records());
         !recorded && self.context.lock().await.is_empty()
     }
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

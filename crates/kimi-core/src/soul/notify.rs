@@ -10,7 +10,6 @@ use kimi_wire::message::{Event, Notification};
 
 use super::Soul;
 use super::TurnError;
-use super::turn::internal;
 use crate::config::HookEvent;
 use crate::hooks::input as hook_input;
 use crate::notifications::{LLM_BATCH, NotificationEvent, NotificationQueue, Sink, WIRE_BATCH};
@@ -32,11 +31,7 @@ impl Soul {
         self.deliver_to_client(queue).await;
         for event in queue.pending(Sink::Llm, LLM_BATCH) {
             let text = queue.llm_text(&event);
-            self.context
-                .lock()
-                .await
-                .append(Message::user_text(text))
-                .map_err(internal)?;
+            self.context.lock().await.append(Message::user_text(text))?;
             queue.ack(Sink::Llm, &event.id);
             let input = hook_input::notification(
                 "llm",

@@ -1,9 +1,9 @@
 //! Telling the model what its modes owe it, before each model call (reference `KimiSoul._step`, "dynamic
 //! injection"): the due reminders go into the context as one user message. See [`crate::reminders`].
 
-use super::turn::internal;
-use super::{Soul, TurnError, lock};
+use super::{Soul, TurnError};
 use crate::reminders::{ModeFacts, PlanFacts, Reminders};
+use crate::sync::lock;
 
 impl Soul {
     /// Sets the reminders this soul owes its model (the root agent's; subagents keep none).
@@ -41,7 +41,7 @@ impl Soul {
             tracing::debug!(kind = injection.kind, "reminding the model");
         }
         if let Some(message) = crate::reminders::message(&due) {
-            context.append(message).map_err(internal)?;
+            context.append(message)?;
         }
         Ok(())
     }

@@ -20,11 +20,10 @@ use kimi_wire::message::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::lock;
 use super::message::tool_result_message;
-use super::turn::internal;
 use super::{Soul, TurnError};
 use crate::approval::ApprovalSource;
+use crate::sync::lock;
 use crate::toolset::{CallResult, Dispatch, StepCalls, StepVerdict};
 
 /// Whether the loop goes on after a step.
@@ -271,17 +270,17 @@ impl Soul {
         );
         let mut context = self.context.lock().await;
         if let Some(usage) = &usage {
-            context.update_token_count(usage.input()).map_err(internal)?;
+            context.update_token_count(usage.input())?;
         }
         let mut messages = messages.into_iter();
         if let Some(assistant) = messages.next() {
-            context.append(assistant).map_err(internal)?;
+            context.append(assistant)?;
         }
         if let Some(usage) = &usage {
-            context.update_token_count(usage.total()).map_err(internal)?;
+            context.update_token_count(usage.total())?;
         }
         for message in messages {
-            context.append(message).map_err(internal)?;
+            context.append(message)?;
         }
         Ok(())
     }

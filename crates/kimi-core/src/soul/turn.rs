@@ -47,8 +47,8 @@ impl Soul {
     ) -> Result<TurnOutcome, TurnError> {
         // Stale steers from an earlier turn do not leak into this one.
         let _ = self.take_steers();
-        super::lock(&self.open_calls).clear();
-        super::lock(&self.dedup).reset();
+        crate::sync::lock(&self.open_calls).clear();
+        crate::sync::lock(&self.dedup).reset();
         let prompt = match &input {
             UserInput::Text(text) => text.clone(),
             UserInput::Parts(_) => String::new(),
@@ -105,7 +105,7 @@ impl Soul {
         // A turn whose history could not be saved did not finish well, whatever the model did.
         let persisted = self.persist(true).await;
         match (result, persisted) {
-            (Ok(_), Err(e)) => Err(internal(e)),
+            (Ok(_), Err(e)) => Err(e.into()),
             (result, _) => result,
         }
     }
@@ -161,8 +161,8 @@ impl Soul {
         self.check_capabilities(&parts)?;
         {
             let mut context = self.context.lock().await;
-            context.checkpoint().map_err(internal)?;
-            context.append(Message::user(parts)).map_err(internal)?;
+            context.checkpoint()?;
+            context.append(Message::user(parts))?;
         }
         if let Some(skills) = self.skills() {
             skills.begin_turn();
@@ -170,7 +170,7 @@ impl Soul {
         // Before the model is asked: a session that cannot be recorded (disk full, the directory
         // unwritable) fails the prompt at once with the file and the reason, instead of running a turn
         // nobody can resume.
-        self.persist(false).await.map_err(internal)?;
+        self.persist(false).await?;
         self.agent_loop(source, cancel).await
     }
 
@@ -219,7 +219,7 @@ impl Soul {
             {
                 return Err(self.step_failed(e).await);
             }
-            self.context.lock().await.checkpoint().map_err(internal)?;
+            self.context.lock().await.checkpoint()?;
             if let Some(skills) = self.skills() {
                 skills.begin_step();
             }
@@ -228,7 +228,7 @@ impl Soul {
                 Err(e) => return Err(self.step_failed(e).await),
             };
             if let Err(e) = self.check_files().await {
-                return Err(self.step_failed(internal(e)).await);
+                return Err(self.step_failed(TurnError::SessionFile(e)).await);
             }
             let steered = self.consume_steers().await?;
             match outcome {
@@ -278,7 +278,7 @@ impl Soul {
             TurnError::Provider(e) => e.error_type().to_owned(),
             TurnError::LlmNotSet => "LLMNotSet".to_owned(),
             TurnError::LlmNotSupported { .. } => "LLMNotSupported".to_owned(),
-            TurnError::Internal(_) => "RuntimeError".to_owned(),
+            TurnError::SessionFile(_) => "RuntimeError".to_owned(),
         };
         let input = hook_input::stop_failure(&kind, &error.to_string());
         self.hooks.trigger_detached(HookEvent::StopFailure, kind, input);
@@ -292,11 +292,7 @@ impl Soul {
         for input in steers {
             let parts = input.to_parts();
             self.check_capabilities(&parts)?;
-            self.context
-                .lock()
-                .await
-                .append(Message::user(parts))
-                .map_err(internal)?;
+            self.context.lock().await.append(Message::user(parts))?;
             self.events
                 .emit(Event::SteerInput(SteerInput { user_input: input }))
                 .await;
@@ -326,8 +322,4 @@ impl Soul {
             missing: missing.into_iter().map(str::to_owned).collect(),
         })
     }
-}
-
-pub(crate) fn internal(e: impl std::fmt::Display) -> TurnError {
-    TurnError::Internal(format!("SessionFileError: {e}"))
 }

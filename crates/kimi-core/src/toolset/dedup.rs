@@ -45,6 +45,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use kimi_llm::{Dumps, dumps};
 use kimi_wire::message::{ContentPart, ToolOutput, ToolReturnValue};
 use serde_json::Value;
 
@@ -85,10 +86,8 @@ pub struct RepeatKey {
 impl CallKey {
     /// The key of a call to `tool_name` with the parsed arguments `args`.
     pub fn new(tool_name: &str, args: &Value) -> Self {
-        let mut canonical_args = String::new();
-        write_canonical(&mut canonical_args, args, Spacing::Exact);
-        let mut loose_args = String::new();
-        write_canonical(&mut loose_args, args, Spacing::Collapsed);
+        let canonical_args = dumps(args, Dumps::CANONICAL);
+        let loose_args = dumps(&collapse_strings(args), Dumps::CANONICAL);
         Self {
             tool_name: tool_name.to_owned(),
             canonical_args,
@@ -115,75 +114,18 @@ impl CallKey {
     }
 }
 
-/// How string values are written into a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Spacing {
-    /// As they are.
-    Exact,
-    /// Runs of whitespace as one space, none at either end.
-    Collapsed,
-}
-
-/// Writes `value` as canonical JSON (sorted keys, compact, non-ASCII kept).
-fn write_canonical(out: &mut String, value: &Value, spacing: Spacing) {
+/// `value` with every string's runs of whitespace made one space, and none at either end.
+fn collapse_strings(value: &Value) -> Value {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (index, (key, item)) in entries.into_iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_json_string(out, key);
-                out.push(':');
-                write_canonical(out, item, spacing);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_canonical(out, item, spacing);
-            }
-            out.push(']');
-        }
-        Value::String(text) => match spacing {
-            Spacing::Exact => write_json_string(out, text),
-            Spacing::Collapsed => {
-                write_json_string(out, &text.split_whitespace().collect::<Vec<_>>().join(" "));
-            }
-        },
-        Value::Null | Value::Bool(_) | Value::Number(_) => out.push_str(&value.to_string()),
+        Value::String(text) => Value::String(text.split_whitespace().collect::<Vec<_>>().join(" ")),
+        Value::Array(items) => Value::Array(items.iter().map(collapse_strings).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (key.clone(), collapse_strings(item)))
+                .collect(),
+        ),
+        Value::Null | Value::Bool(_) | Value::Number(_) => value.clone(),
     }
-}
-
-/// Writes `text` as a JSON string literal, escaping only what JSON requires.
-fn write_json_string(out: &mut String, text: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for ch in text.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            c if u32::from(c) < 0x20 => {
-                let code = u32::from(c) as usize;
-                out.push_str("\\u00");
-                out.push(char::from(HEX[code >> 4]));
-                out.push(char::from(HEX[code & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// What to do with one observed call.

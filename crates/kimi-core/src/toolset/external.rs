@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kimi_llm::ToolSpec;
-use kimi_wire::message::{Request, ToolCallRequest, ToolResult, ToolReturnValue};
-use kimi_wire::{Abandoned, Answer, RequestScope};
+use kimi_wire::message::{ToolCallRequest, ToolReturnValue};
+use kimi_wire::{Abandoned, NoAnswer, RequestScope};
 use serde_json::Value;
 
 use super::tool::{Access, CallContext, Plan, Tool};
@@ -79,50 +79,50 @@ impl Tool for ExternalTool {
 
 impl ExternalTool {
     async fn call_client(&self, ctx: CallContext) -> ToolReturnValue {
-        let request = Request::ToolCallRequest(ToolCallRequest {
+        let request = ToolCallRequest {
             id: ctx.tool_call_id.clone(),
             name: self.spec.name.clone(),
             arguments: ctx.raw_arguments.clone(),
-        });
-        let answer = match self.events.request(request, RequestScope::Turn).await {
-            Ok(waiter) => waiter.wait().await,
-            Err(e) => {
-                tracing::warn!(error = %e, "tool call request not sent");
-                Answer::Abandoned(Abandoned::ConnectionClosed)
-            }
         };
-        match answer {
-            Answer::Result(value) => match kimi_wire::named::from_value_named::<ToolResult>(&value) {
-                Ok(result) => {
-                    if result.tool_call_id != ctx.tool_call_id {
-                        tracing::warn!(
-                            expected = ctx.tool_call_id,
-                            got = result.tool_call_id,
-                            "tool result id mismatch"
-                        );
-                    }
-                    result.return_value
+        match self.events.ask(request, RequestScope::Turn).await {
+            Ok(result) => {
+                if result.tool_call_id != ctx.tool_call_id {
+                    tracing::warn!(
+                        expected = ctx.tool_call_id,
+                        got = result.tool_call_id,
+                        "tool result id mismatch"
+                    );
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "malformed tool result from client");
-                    ToolReturnValue::error(
-                        "",
-                        "Invalid tool result payload from client.",
-                        "Invalid tool result",
-                    )
-                }
-            },
-            Answer::Error(error) => ToolReturnValue::error("", error.message, "External tool error"),
-            Answer::Abandoned(Abandoned::TurnEnded) => ToolReturnValue::error(
+                result.return_value
+            }
+            Err(NoAnswer::Malformed(e)) => {
+                tracing::warn!(error = %e, "malformed tool result from client");
+                ToolReturnValue::error(
+                    "",
+                    "Invalid tool result payload from client.",
+                    "Invalid tool result",
+                )
+            }
+            Err(NoAnswer::Error(error)) => ToolReturnValue::error("", error.message, "External tool error"),
+            Err(NoAnswer::Abandoned(Abandoned::TurnEnded)) => ToolReturnValue::error(
                 "",
                 "Agent turn ended before tool result was received.",
                 "Turn ended",
             ),
-            Answer::Abandoned(Abandoned::ConnectionClosed) => ToolReturnValue::error(
-                "",
-                "Wire connection closed before tool result was received.",
-                "Wire closed",
-            ),
+            Err(NoAnswer::NotSent(e)) => {
+                tracing::warn!(error = %e, "tool call request not sent");
+                wire_closed()
+            }
+            Err(NoAnswer::Abandoned(Abandoned::ConnectionClosed)) => wire_closed(),
         }
     }
+}
+
+/// What the model gets when the client went away before answering (reference text).
+fn wire_closed() -> ToolReturnValue {
+    ToolReturnValue::error(
+        "",
+        "Wire connection closed before tool result was received.",
+        "Wire closed",
+    )
 }

@@ -27,9 +27,11 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::approval::{ApprovalAsk, Effect};
 use crate::approval::{ApprovalRuntime, ApprovalSource, Verdict};
 use crate::config::HookEvent;
 use crate::hooks::{HookDecision, HookEngine, input as hook_input};
+use crate::sync::{lock, read, write};
 pub use budget::{MODEL_OUTPUT_MAX_CHARS, OutputBudget, TOOL_OUTPUTS_DIR};
 use dedup::Verdict as DedupVerdict;
 pub use dedup::{
@@ -38,7 +40,7 @@ pub use dedup::{
 };
 pub use external::{ExternalTool, SchemaError};
 use schedule::{Lane, Schedule, SlotGuard};
-pub use tool::{Access, ApprovalAsk, CallContext, Effect, Plan, Tool, UserRejection, parse_args, schema_for};
+pub use tool::{Access, CallContext, Plan, Tool, UserRejection, parse_args, schema_for};
 
 /// The message the model gets when the user rejects a call without saying why (reference text).
 pub const REJECTED_MESSAGE: &str = "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.";
@@ -475,18 +477,6 @@ fn parse_arguments(arguments: Option<&str>) -> Result<Value, serde_json::Error> 
         None | Some("") => Ok(Value::Object(Default::default())),
         Some(text) => serde_json::from_str(text),
     }
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The text a PostToolUse hook sees as `tool_output`.

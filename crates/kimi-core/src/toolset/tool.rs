@@ -8,51 +8,17 @@
 //! Besides the effect, a plan says how the call may share time with the other calls of its step
 //! ([`Access`]); the step scheduler (`schedule.rs`) orders the calls from it.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::BoxFuture;
 use kimi_llm::ToolSpec;
-use kimi_wire::message::{DisplayBlock, ToolReturnValue};
+use kimi_wire::message::ToolReturnValue;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-/// What running a call would do to the world outside the conversation.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    /// Reads only; runs without asking and may run concurrently with other read-only calls.
-    ReadOnly,
-    /// Changes something; runs only when approved (or auto-approved).
-    SideEffect(ApprovalAsk),
-}
-
-impl Effect {
-    /// The question to put to the user before the call runs, if any.
-    pub fn approval(&self) -> Option<&ApprovalAsk> {
-        match self {
-            Self::ReadOnly => None,
-            Self::SideEffect(ask) => Some(ask),
-        }
-    }
-}
-
-/// The approval question a side-effecting call puts to the user, in the reference's terms.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApprovalAsk {
-    /// Stable key for "approve for this session" (e.g. `run command`, `edit file`).
-    pub action: String,
-    /// One line for the user (e.g. ``Run command `ls` ``).
-    pub description: String,
-    /// What to show (a shell block, a diff).
-    pub display: Vec<DisplayBlock>,
-    /// What to show after `display` only to a client that gets approval details (an MCP call's
-    /// arguments: the reference shows none, and its clients match its empty `display`).
-    pub detail_display: Vec<DisplayBlock>,
-    /// Files the call writes; plan mode only allows the plan file.
-    pub writes: Vec<PathBuf>,
-}
+use crate::approval::{ApprovalAsk, Effect};
 
 /// How a call may share time with the other calls of its step (seeds/003: reads together, changes one
 /// at a time in the model's order).

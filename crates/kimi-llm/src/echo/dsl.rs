@@ -33,7 +33,7 @@ use kimi_wire::message::{
 use serde_json::{Map, Value};
 
 use crate::py::{
-    dumps_compact, parse_int, py_repr, repr_json, split_whitespace, splitlines, strip, type_name,
+    dumps_compact, parse_int, py_repr, repr_json, split_whitespace, splitlines, strip, truthy, type_name,
 };
 use crate::{ChatError, StreamEvent};
 
@@ -362,18 +362,6 @@ fn strip_quotes(value: &str) -> &str {
             &value[1..value.len() - 1]
         }
         _ => value,
-    }
-}
-
-/// Python truthiness of a JSON-loaded value.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
     }
 }
 

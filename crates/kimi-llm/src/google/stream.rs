@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use super::errors::from_stream_error;
 use super::request::THOUGHT_SIGNATURE_KEY;
-use crate::py::python_dumps;
+use crate::py::{Dumps, dumps};
 use crate::sse::{Decode, Flow, ended, malformed};
 use crate::tool_names::ToolNames;
 use crate::{ChatError, StreamEvent};
@@ -144,7 +144,7 @@ impl Decoder {
             .filter(|id| !id.is_empty())
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         let arguments = match call.args {
-            Some(Value::Object(map)) if !map.is_empty() => python_dumps(&Value::Object(map), true),
+            Some(Value::Object(map)) if !map.is_empty() => dumps(&Value::Object(map), Dumps::DEFAULT),
             _ => "{}".to_owned(),
         };
         let mut tool_call = ToolCall::new(format!("{name}_{id}"), self.names.ours(&name), Some(arguments));

@@ -24,6 +24,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::assemble::{Assembler, ToolCallDelta};
+use crate::py::truthy;
 use crate::sse::{Decode, Flow, ended, malformed};
 use crate::tool_names::ToolNames;
 use crate::{ChatError, StreamEvent};
@@ -275,7 +276,7 @@ fn stream_error(event: &str, value: &Value) -> Option<ChatError> {
     let Value::Object(map) = value else {
         return (event == "error").then(|| ChatError::provider("Error: An error occurred during streaming"));
     };
-    let error = map.get("error").filter(|e| is_truthy(e));
+    let error = map.get("error").filter(|e| truthy(e));
     if error.is_none() && event != "error" {
         return None;
     }
@@ -287,17 +288,6 @@ fn stream_error(event: &str, value: &Value) -> Option<ChatError> {
         .unwrap_or("An error occurred during streaming");
     tracing::warn!(body = %value, "error event in the response stream");
     Some(ChatError::provider(format!("Error: {message}")))
-}
-
-fn is_truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use ignore::{WalkBuilder, WalkState};
 use kimi_core::state::Environment;
+use kimi_core::sync::lock;
 use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
@@ -451,10 +452,6 @@ fn search(params: &GrepParams, scope: &Scope, stop: &AtomicBool, deadline: Insta
         timed_out: timed_out.into_inner(),
         buffer_full: buffer_full.into_inner(),
     })
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The regex as rg builds it: `^`/`$` at line boundaries, no match across a line end unless

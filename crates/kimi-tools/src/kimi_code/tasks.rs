@@ -7,7 +7,7 @@
 use chrono::{DateTime, Local};
 use kimi_core::background::{TaskStatus, TaskView};
 
-use crate::task::output::{PREVIEW_BYTES, Preview, READ_HINT_LINES};
+use crate::task::preview::{PREVIEW_BYTES, Preview, READ_HINT_LINES};
 
 /// `TaskList`'s text.
 pub(crate) fn list(views: &[TaskView], active_only: bool) -> String {

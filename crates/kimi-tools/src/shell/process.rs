@@ -22,7 +22,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use kimi_core::procgroup;
+use kimi_core::procgroup::{self, GroupGuard};
 use kimi_core::sandbox::CommandSandbox;
 use nix::sys::signal::Signal;
 use tokio::io::AsyncReadExt;
@@ -100,7 +100,7 @@ pub(crate) async fn run(
     let mut child = command.spawn()?;
     // The command still holds our copies of the pipe's write end; without dropping it, EOF never comes.
     drop(command);
-    let group = match child.id().and_then(|id| i32::try_from(id).ok()) {
+    let group = match child.id() {
         Some(pid) => GroupGuard::watch(pid),
         None => return Err(io::Error::other("the shell exited before it could be tracked")),
     };
@@ -243,49 +243,6 @@ fn char_boundary(bytes: &[u8], at: usize) -> usize {
         }
     }
     cut
-}
-
-/// The command's process group; SIGKILLed when dropped while still armed (the run was abandoned).
-/// While armed it is also registered with the process guardian, which kills it if the agent itself is
-/// killed before it can.
-#[derive(Debug)]
-struct GroupGuard {
-    pgid: i32,
-    armed: bool,
-}
-
-impl GroupGuard {
-    fn watch(pgid: i32) -> Self {
-        if let Ok(id) = u32::try_from(pgid) {
-            kimi_core::guardian::watch(id);
-        }
-        Self { pgid, armed: true }
-    }
-
-    fn signal(&self, signal: Signal) {
-        procgroup::signal(self.pgid, signal);
-    }
-
-    /// Whether any process of the group remains.
-    fn is_alive(&self) -> bool {
-        procgroup::is_alive(self.pgid)
-    }
-
-    /// The command is over; leave whatever it left running alone (the guardian too).
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.signal(Signal::SIGKILL);
-        }
-        if let Ok(id) = u32::try_from(self.pgid) {
-            kimi_core::guardian::release(id);
-        }
-    }
 }
 
 #[cfg(test)]

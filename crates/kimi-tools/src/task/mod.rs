@@ -4,6 +4,7 @@
 
 mod list;
 pub(crate) mod output;
+pub(crate) mod preview;
 mod stop;
 
 use kimi_core::background::{TaskManager, TaskView};

@@ -33,7 +33,7 @@ pub use hook::{HookAction, HookAnswer, HookRequest, HookResolved, HookTriggered}
 /// The ordered map used where the reference keeps a dict's insertion order.
 pub use indexmap::IndexMap;
 pub use question::{QuestionAnswer, QuestionItem, QuestionOption, QuestionRequest};
-pub use request::{Request, ToolCallRequest};
+pub use request::{ClientRequest, Request, ToolCallRequest};
 pub use status::{McpServerState, McpServerStatus, McpStatus, StatusUpdate, TokenUsage};
 pub use tool::{FunctionBody, ToolCall, ToolCallPart, ToolOutput, ToolResult, ToolReturnValue};
 

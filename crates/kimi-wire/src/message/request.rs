@@ -2,13 +2,38 @@
 //! client's answer.
 
 use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use super::approval::ApprovalRequest;
-use super::hook::HookRequest;
-use super::question::QuestionRequest;
-use super::tool::ToolCall;
+use super::approval::{ApprovalAnswer, ApprovalRequest};
+use super::hook::{HookAnswer, HookRequest};
+use super::question::{QuestionAnswer, QuestionRequest};
+use super::tool::{ToolCall, ToolResult};
+
+/// One kind of request the server sends, paired with the type the client answers it with (as codex's
+/// app-server pairs each request with its response), so an asker gets the answer typed
+/// (`ClientHandle::ask`) and no kind parses its answer by hand.
+pub trait ClientRequest: Clone + Into<Request> + Send + 'static {
+    /// What the client's `result` must be.
+    type Answer: DeserializeOwned + Serialize + JsonSchema + Send + 'static;
+}
+
+impl ClientRequest for ApprovalRequest {
+    type Answer = ApprovalAnswer;
+}
+
+impl ClientRequest for ToolCallRequest {
+    type Answer = ToolResult;
+}
+
+impl ClientRequest for QuestionRequest {
+    type Answer = QuestionAnswer;
+}
+
+impl ClientRequest for HookRequest {
+    type Answer = HookAnswer;
+}
 
 /// Everything the server asks of the client. The JSON-RPC id of the `request` message is always the
 /// payload's own `id`.

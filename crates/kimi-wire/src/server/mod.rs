@@ -1,11 +1,13 @@
 //! The stdio server: reads capped lines, classifies them, dispatches each request to its own task, routes
-//! client answers to their askers, and owns the turn state.
+//! client answers to their askers, and owns the turn state. The agent reaches the client through a
+//! [`ClientHandle`] (`client.rs`).
 //!
 //! Shutdown reads top to bottom in [`Server::run`]: input ends (EOF, a read error, stdout gone or the
 //! caller's shutdown signal) → no turn may start any more and the running one is cancelled → every
 //! pending request is abandoned → in-flight handlers and the running turn get a grace period → the agent
 //! is told to shut down → the writer drains what is queued and stops.
 
+mod client;
 mod outbox;
 pub mod pending;
 mod turn;
@@ -25,7 +27,7 @@ use tokio::io::{AsyncRead, BufReader};
 use tokio::task::{self, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{ClientHandle, WireAgent};
+use crate::agent::WireAgent;
 use crate::error_code::RpcError;
 use crate::error_data::ErrorData;
 use crate::event_filter::EventFilter;
@@ -35,11 +37,12 @@ use crate::methods;
 use crate::named::from_value_named;
 use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
 use crate::side_question;
+pub use client::{ClientHandle, ConnectionClosed, NoAnswer, Reply, SendRequestError};
 pub(crate) use outbox::Outbox;
 pub use outbox::{IdleSignal, Journal, JournalLink};
 use pending::{Abandoned, Answer, PendingRequests, RequestScope};
-pub(crate) use turn::TurnSlot;
-pub use turn::{AgentTurn, TurnStarter};
+use turn::TurnSlot;
+pub use turn::{AgentTurn, ShuttingDown, TurnStarter};
 
 /// How long in-flight handlers may take to wind down after the connection closes, by default.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 
 use tokio::sync::Semaphore;
 
-use crate::agent::ConnectionClosed;
+use super::client::ConnectionClosed;
 
 /// Lines queued for stdout before senders wait: enough to absorb a burst of streamed parts, small enough
 /// (a few MB of typical events) to bound memory when the client is not reading.

@@ -16,7 +16,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::{Abandoned, PendingRequests, RequestScope};
-use crate::agent::ConnectionClosed;
+
+/// The server is shutting down: no turn starts any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the server is shutting down")]
+pub struct ShuttingDown;
 
 /// Who started the running turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,14 +196,14 @@ impl TurnStarter {
     /// Resolves when an agent turn could start: the client is ready and no turn runs. Another claimant
     /// may still win the race, so follow it with [`TurnStarter::try_begin`] and wait again when that
     /// returns `None`. Fails once the server is shutting down.
-    pub async fn wait_idle(&self) -> Result<(), ConnectionClosed> {
+    pub async fn wait_idle(&self) -> Result<(), ShuttingDown> {
         let mut rx = self.slot.0.subscribe();
         let state = rx
             .wait_for(|state| state.closed || (state.is_open_to_agent() && state.running.is_none()))
             .await
-            .map_err(|_| ConnectionClosed)?;
+            .map_err(|_| ShuttingDown)?;
         if state.closed {
-            return Err(ConnectionClosed);
+            return Err(ShuttingDown);
         }
         Ok(())
     }
@@ -350,7 +354,7 @@ mod tests {
         assert!(!waiting.is_finished());
         let token = slot.close().expect("the agent turn runs");
         token.cancel();
-        assert_eq!(waiting.await.unwrap(), Err(ConnectionClosed));
+        assert_eq!(waiting.await.unwrap(), Err(ShuttingDown));
         drop(turn);
         slot.ended().await;
         assert!(starter.try_begin().is_none(), "closed");
@@ -466,7 +470,7 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap();
-            assert_eq!(starter.wait_idle().await, Err(ConnectionClosed));
+            assert_eq!(starter.wait_idle().await, Err(ShuttingDown));
         }
     }
 }
