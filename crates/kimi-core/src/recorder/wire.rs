@@ -15,8 +15,8 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kimi_wire::ClientHandle;
@@ -76,7 +76,7 @@ impl WireRecorder {
     pub fn record_event(&self, event: &Event, message: Option<&str>) -> Result<(), WriteError> {
         self.has_records.store(true, Ordering::Relaxed);
         // Under the lock, so concurrent callers cannot reorder records.
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = crate::sync::lock(&self.held);
         if let Some(previous) = held.as_mut()
             && merge_into(previous, event)
         {
@@ -96,7 +96,7 @@ impl WireRecorder {
     /// Records a request (an external tool call, a question) after what is held.
     pub fn record_request(&self, request: &Request) -> Result<(), WriteError> {
         self.has_records.store(true, Ordering::Relaxed);
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = crate::sync::lock(&self.held);
         let displaced = held
             .take()
             .map_or(Ok(()), |previous| self.append_event(&previous, None));
@@ -134,7 +134,7 @@ impl WireRecorder {
     }
 
     fn release(&self) -> Result<(), WriteError> {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = crate::sync::lock(&self.held);
         held.take()
             .map_or(Ok(()), |previous| self.append_event(&previous, None))
     }

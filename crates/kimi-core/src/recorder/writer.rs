@@ -18,7 +18,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use kimi_wire::{ClientHandle, Journal, JournalLink};
 
@@ -160,7 +160,7 @@ impl Shared {
             return Err(self.failure());
         }
         let (was_empty, len) = {
-            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut pending = crate::sync::lock(&self.pending);
             let was_empty = pending.is_empty();
             for piece in pieces {
                 pending.extend_from_slice(piece);
@@ -185,7 +185,7 @@ impl Shared {
         }
         let mut batch = std::mem::take(&mut disk.spare);
         {
-            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut pending = crate::sync::lock(&self.pending);
             std::mem::swap(&mut batch, &mut *pending);
         }
         if batch.is_empty() {
@@ -217,7 +217,7 @@ impl Shared {
     }
 
     fn lock_file(&self) -> MutexGuard<'_, Disk> {
-        self.file.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.file)
     }
 }
 
