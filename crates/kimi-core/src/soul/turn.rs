@@ -178,13 +178,11 @@ impl Soul {
     /// `/init`). The `TurnEnd` is sent on errors too; a cancel leaves it to [`Soul::run_turn`].
     pub(crate) async fn nested_turn<T>(
         &self,
-        prompt: &str,
+        prompt: UserInput,
         body: impl Future<Output = Result<T, TurnError>>,
     ) -> Result<T, TurnError> {
         self.events
-            .emit(Event::TurnBegin(TurnBegin {
-                user_input: UserInput::Text(prompt.to_owned()),
-            }))
+            .emit(Event::TurnBegin(TurnBegin { user_input: prompt }))
             .await;
         self.open_nested_turns.fetch_add(1, Ordering::SeqCst);
         let result = body.await;
