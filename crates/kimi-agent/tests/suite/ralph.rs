@@ -7,7 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::common::mock_model::{MockModel, Reply, message_text};
-use crate::common::{TestHome, WireProcess, payloads};
+use crate::common::{TestHome, WireProcess, payloads, tool_call_line};
 
 async fn spawn_initialized(home: &TestHome) -> Result<WireProcess> {
     let mut wire = WireProcess::spawn(home).await?;
@@ -177,5 +177,49 @@ async fn the_model_is_told_it_runs_in_a_loop() -> Result<()> {
         "{:#?}",
         requests[1]
     );
+    wire.assert_alive().await
+}
+
+#[tokio::test]
+async fn subagents_run_their_prompt_once() -> Result<()> {
+    let call = tool_call_line(
+        "tc-a",
+        "Agent",
+        Some(
+            &json!({"description": "look", "prompt": "Explain the config", "subagent_type": "explore"})
+                .to_string(),
+        ),
+    );
+    let report = format!(
+        "text: {}",
+        "The module parses the config and validates it. "
+            .repeat(6)
+            .trim_end()
+    );
+    let home = TestHome::new()?
+        .scripted(&[
+            call.as_str(),
+            report.as_str(),
+            "text: explained",
+            "text: <choice>STOP</choice>",
+        ])?
+        .arg("--max-ralph-iterations")
+        .arg("3");
+    let mut wire = spawn_initialized(&home).await?;
+    let (response, messages) = wire.prompt(json!("fix the bug")).await?;
+    assert_eq!(response["result"], json!({"status": "finished"}));
+
+    let inner: Vec<&str> = payloads(&messages, "SubagentEvent")
+        .into_iter()
+        .filter_map(|e| e["event"]["type"].as_str())
+        .collect();
+    assert_eq!(
+        inner.iter().filter(|t| **t == "TurnBegin").count(),
+        1,
+        "{inner:?}"
+    );
+    let inputs = turn_inputs(&messages);
+    assert_eq!(inputs.len(), 3, "{inputs:#?}");
+    assert!(is_decision(&inputs[2]), "{}", inputs[2]);
     wire.assert_alive().await
 }
