@@ -77,6 +77,7 @@ fn main() -> ExitCode {
         plan: cli.plan,
         max_steps_per_turn: cli.max_steps_per_turn,
         max_retries_per_step: cli.max_retries_per_step,
+        max_ralph_iterations: cli.max_ralph_iterations,
         add_dirs: cli.add_dirs,
         agent_file: cli.agent_file.or_else(|| {
             cli.agent

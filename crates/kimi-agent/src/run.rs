@@ -24,7 +24,7 @@ use kimi_core::session::{self, Session, SessionChoice};
 use kimi_core::session_gate::{NotHeld, OpenError, ReadOnlyFacts, SessionGate, SessionOpener};
 use kimi_core::session_lock::SessionLock;
 use kimi_core::skills::{DiscoveryOptions, SkillTool, Skills};
-use kimi_core::soul::{LoopSettings, ModelInfo, RetryBackoff, SessionInfo, Soul, SoulParts};
+use kimi_core::soul::{LoopSettings, ModelInfo, RalphLoop, RetryBackoff, SessionInfo, Soul, SoulParts};
 use kimi_core::state::{ClientFlags, Environment, SessionState, StateFile};
 use kimi_core::toolset::Toolset;
 use kimi_llm::cassette::{CassetteWriter, RunPaths};
@@ -65,6 +65,8 @@ pub struct RunOptions {
     pub max_steps_per_turn: Option<u64>,
     /// `--max-retries-per-step`.
     pub max_retries_per_step: Option<u64>,
+    /// `--max-ralph-iterations`.
+    pub max_ralph_iterations: Option<i64>,
     /// `--add-dir`.
     pub add_dirs: Vec<PathBuf>,
     /// `--agent-file`, or a built-in agent's `builtin:` path (`--agent`); the default agent when `None`.
@@ -397,6 +399,11 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         compaction_trigger_ratio: loop_control.compaction_trigger_ratio,
         retry_backoff: RetryBackoff::from_env_value(
             std::env::var("KIMI_AGENT_RETRY_BACKOFF_SCALE").ok().as_deref(),
+        ),
+        ralph: RalphLoop::from_config(
+            options
+                .max_ralph_iterations
+                .unwrap_or(loop_control.max_ralph_iterations),
         ),
     };
     // A hook's relative program is the config file's neighbour, never the work dir's.

@@ -26,6 +26,7 @@ mod plan_mode;
 mod prompt;
 mod providers;
 mod providers_more;
+mod ralph;
 mod sandbox;
 mod sdk;
 mod security;

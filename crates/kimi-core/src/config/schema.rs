@@ -758,25 +758,6 @@ impl Config {
         issues
     }
 
-    /// Applies the `--max-steps-per-turn`, `--max-retries-per-step` and `--max-ralph-iterations`
-    /// flags, which win over the file.
-    pub fn override_loop_control(
-        &mut self,
-        max_steps_per_turn: Option<u64>,
-        max_retries_per_step: Option<u64>,
-        max_ralph_iterations: Option<i64>,
-    ) {
-        if let Some(v) = max_steps_per_turn {
-            self.loop_control.max_steps_per_turn = v;
-        }
-        if let Some(v) = max_retries_per_step {
-            self.loop_control.max_retries_per_step = v;
-        }
-        if let Some(v) = max_ralph_iterations {
-            self.loop_control.max_ralph_iterations = v;
-        }
-    }
-
     /// Thinking for a new LLM: the `--thinking`/`--no-thinking` flag, else `default_thinking`.
     pub fn thinking(&self, cli: Option<bool>) -> bool {
         cli.unwrap_or(self.default_thinking)
@@ -872,7 +853,7 @@ mod tests {
 
     #[test]
     fn cli_flags_win_over_defaults() {
-        let mut c = Config {
+        let c = Config {
             default_thinking: true,
             default_yolo: true,
             ..Config::default()
@@ -881,9 +862,5 @@ mod tests {
         assert!(c.thinking(None));
         assert!(c.yolo(false));
         assert!(!c.plan_mode(false));
-        c.override_loop_control(Some(7), None, Some(-1));
-        assert_eq!(c.loop_control.max_steps_per_turn, 7);
-        assert_eq!(c.loop_control.max_retries_per_step, 3);
-        assert_eq!(c.loop_control.max_ralph_iterations, -1);
     }
 }

@@ -4,9 +4,10 @@
 //! turn. A task follows its only edge; a decision asks the model to pick a branch with
 //! `<choice>label</choice>` and asks again, saying why, until it does. The walk ends at `END`, when the
 //! user rejects a tool call, or after [`MAX_FLOW_TURNS`] node turns (reported as `max_steps_reached`
-//! with the steps used).
+//! with the steps used). The Ralph loop walks its flow here too, with its own bound
+//! ([`Soul::walk`]).
 
-use kimi_wire::message::ContentPart;
+use kimi_wire::message::UserInput;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::ApprovalSource;
@@ -16,7 +17,7 @@ use crate::soul::{Soul, TurnError, TurnOutcome};
 
 /// Node turns one walk may take (reference: 1000 moves). Unlike the reference, repeated questions at a
 /// decision count too, so a model that never answers with a valid choice cannot keep the walk going.
-const MAX_FLOW_TURNS: u32 = 1000;
+const MAX_FLOW_TURNS: u64 = 1000;
 
 /// Where a node turn leads.
 enum Next {
@@ -42,7 +43,22 @@ impl Soul {
             tracing::warn!(flow = %skill.name, args, "flow commands take no arguments; ignored the command");
             return Ok(TurnOutcome::Finished);
         }
-        let mut walk = Walk::default();
+        self.walk(flow, Some(MAX_FLOW_TURNS), source, cancel).await
+    }
+
+    /// Walks `flow` from `BEGIN`. `max_turns` bounds the node turns, repeated questions at a decision
+    /// included (`None`: no bound); past it the walk ends as `max_steps_reached`.
+    pub(crate) async fn walk(
+        &self,
+        flow: &Flow,
+        max_turns: Option<u64>,
+        source: &ApprovalSource,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, TurnError> {
+        let mut walk = Walk {
+            max_turns,
+            ..Walk::default()
+        };
         let mut current = flow.begin().id.clone();
         loop {
             let Some(node) = flow.node(&current) else {
@@ -87,12 +103,12 @@ impl Soul {
         let base = node_prompt(node, edges);
         let mut prompt = base.clone();
         loop {
-            if walk.turns >= MAX_FLOW_TURNS {
+            if walk.max_turns.is_some_and(|max| walk.turns >= max) {
                 return Ok(Next::Outcome(TurnOutcome::MaxStepsReached(walk.steps)));
             }
             walk.turns += 1;
-            let turn = self.model_turn(vec![ContentPart::text(prompt.clone())], source, cancel);
-            let report = self.nested_turn(&prompt, turn).await?;
+            let turn = self.model_turn(prompt.to_parts(), source, cancel);
+            let report = self.nested_turn(prompt.clone(), turn).await?;
             walk.steps += report.steps;
             if report.rejected {
                 tracing::warn!(node = %node.id, "flow stopped after a rejected tool call");
@@ -112,9 +128,10 @@ impl Soul {
                 return Ok(Next::Node(edge.dst.clone()));
             }
             tracing::warn!(node = %node.id, choice = ?choice, "flow decision without a valid choice; asking again");
-            prompt = format!(
-                "{base}\n\nYour last answer did not name one of the branches. Answer again and put exactly one branch name inside <choice>...</choice>."
-            );
+            prompt = UserInput::Text(format!(
+                "{}\n\nYour last answer did not name one of the branches. Answer again and put exactly one branch name inside <choice>...</choice>.",
+                base.text_summary()
+            ));
         }
     }
 }
@@ -122,25 +139,29 @@ impl Soul {
 /// Counters of one walk.
 #[derive(Debug, Default)]
 struct Walk {
-    turns: u32,
+    turns: u64,
+    max_turns: Option<u64>,
     steps: u32,
 }
 
-/// A task's prompt is its label; a decision's adds its branches and how to answer.
-fn node_prompt(node: &FlowNode, edges: &[FlowEdge]) -> String {
+/// A task's prompt is its content, else its label; a decision's adds its branches and how to answer.
+fn node_prompt(node: &FlowNode, edges: &[FlowEdge]) -> UserInput {
     if node.kind != NodeKind::Decision {
-        return node.label.clone();
+        return match &node.content {
+            Some(parts) => UserInput::Parts(parts.clone()),
+            None => UserInput::Text(node.label.clone()),
+        };
     }
     let branches: Vec<String> = edges
         .iter()
         .filter_map(|e| e.label.as_deref())
         .map(|label| format!("- {label}"))
         .collect();
-    format!(
+    UserInput::Text(format!(
         "{}\n\nBranches you can take:\n{}\n\nEnd your answer with the branch you choose, as <choice>branch name</choice>.",
         node.label,
         branches.join("\n")
-    )
+    ))
 }
 
 #[cfg(test)]
@@ -155,9 +176,14 @@ mod tests {
         let q = flow.node("Q").unwrap();
         assert_eq!(
             node_prompt(q, flow.outgoing("Q")),
-            "Tests pass?\n\nBranches you can take:\n- yes\n- no\n\nEnd your answer with the branch you choose, as <choice>branch name</choice>."
+            UserInput::Text(
+                "Tests pass?\n\nBranches you can take:\n- yes\n- no\n\nEnd your answer with the branch you choose, as <choice>branch name</choice>.".into()
+            )
         );
         let a = flow.begin();
-        assert_eq!(node_prompt(a, flow.outgoing("A")), "BEGIN");
+        assert_eq!(
+            node_prompt(a, flow.outgoing("A")),
+            UserInput::Text("BEGIN".into())
+        );
     }
 }

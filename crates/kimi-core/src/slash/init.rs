@@ -29,7 +29,7 @@ impl Soul {
         let scratch = self.scratch_soul().await;
         let prompt = INIT_PROMPT.trim_end();
         let turn = scratch.model_turn(vec![ContentPart::text(prompt)], source, cancel);
-        let report = self.nested_turn(prompt, turn).await?;
+        let report = self.nested_turn(prompt.to_owned().into(), turn).await?;
         if report.outcome != TurnOutcome::Finished {
             return Ok(report.outcome);
         }

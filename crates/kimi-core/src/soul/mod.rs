@@ -4,6 +4,7 @@
 pub(crate) mod compaction;
 mod message;
 mod notify;
+mod ralph;
 mod remind;
 mod retry;
 mod step;
@@ -31,6 +32,7 @@ use crate::sync::lock;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub use message::{system, tool_result_message};
+pub use ralph::RalphLoop;
 pub use retry::RetryBackoff;
 
 /// Loop limits (config `loop_control`, overridable by flags).
@@ -46,6 +48,8 @@ pub struct LoopSettings {
     pub compaction_trigger_ratio: f64,
     /// How long to wait between attempts.
     pub retry_backoff: RetryBackoff,
+    /// Whether a prompt is fed again until the model says it is done.
+    pub ralph: RalphLoop,
 }
 
 impl Default for LoopSettings {
@@ -56,6 +60,7 @@ impl Default for LoopSettings {
             reserved_context_size: 50_000,
             compaction_trigger_ratio: 0.85,
             retry_backoff: RetryBackoff::default(),
+            ralph: RalphLoop::Off,
         }
     }
 }

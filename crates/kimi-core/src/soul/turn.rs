@@ -110,8 +110,8 @@ impl Soul {
         }
     }
 
-    /// The turn body, then the `Stop` hook: a block with a reason runs the body once more with that
-    /// reason as the user's input (reference: at most once).
+    /// The turn body, then the `Stop` hook: a block with a reason runs one more model turn with that
+    /// reason as the user's input (reference: at most once, neither a command nor a Ralph loop).
     async fn turn_with_stop_hook(
         &self,
         input: UserInput,
@@ -127,10 +127,10 @@ impl Soul {
             .trigger(HookEvent::Stop, "", hook_input::stop(false))
             .await;
         match decision.stop_continuation() {
-            Some(reason) => {
-                self.turn_body(UserInput::Text(reason.to_owned()), source, cancel)
-                    .await
-            }
+            Some(reason) => Ok(self
+                .model_turn(vec![ContentPart::text(reason)], source, cancel)
+                .await?
+                .outcome),
             None => Ok(outcome),
         }
     }
@@ -142,6 +142,9 @@ impl Soul {
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, TurnError> {
         if let Some(outcome) = self.run_slash_command(&input, source, cancel).await {
+            return outcome;
+        }
+        if let Some(outcome) = self.ralph_turn(&input, source, cancel).await {
             return outcome;
         }
         Ok(self.model_turn(input.to_parts(), source, cancel).await?.outcome)
@@ -178,13 +181,11 @@ impl Soul {
     /// `/init`). The `TurnEnd` is sent on errors too; a cancel leaves it to [`Soul::run_turn`].
     pub(crate) async fn nested_turn<T>(
         &self,
-        prompt: &str,
+        prompt: UserInput,
         body: impl Future<Output = Result<T, TurnError>>,
     ) -> Result<T, TurnError> {
         self.events
-            .emit(Event::TurnBegin(TurnBegin {
-                user_input: UserInput::Text(prompt.to_owned()),
-            }))
+            .emit(Event::TurnBegin(TurnBegin { user_input: prompt }))
             .await;
         self.open_nested_turns.fetch_add(1, Ordering::SeqCst);
         let result = body.await;

@@ -11,7 +11,7 @@ use ts_rs::TS;
 /// One piece of message content: text, model reasoning, or a reference to an image, audio clip or
 /// video. On the wire every content part travels as the event type `ContentPart`; its own `type` key
 /// says which kind it is.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(tag = "type")]
 pub enum ContentPart {
     /// Plain text.

@@ -6,8 +6,11 @@
 
 pub mod d2;
 pub mod mermaid;
+mod ralph;
 
 use std::collections::{HashMap, HashSet};
+
+use kimi_wire::message::ContentPart;
 
 /// What a node does when the walk reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,9 @@ pub struct FlowNode {
     pub label: String,
     /// Its role in the walk.
     pub kind: NodeKind,
+    /// The prompt as content parts when it is more than the label's text (the Ralph loop's task is the
+    /// user's own message, images included); `None` for diagram nodes.
+    pub content: Option<Vec<ContentPart>>,
 }
 
 /// An arrow between two nodes, with the label a decision answers with.
@@ -106,6 +112,7 @@ impl NodeTable {
             id: id.to_owned(),
             label: label.to_owned(),
             kind,
+            content: None,
         };
         match self.defs.get(id) {
             None => {
