@@ -9,7 +9,9 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::mcp::test_server;
-use crate::common::{READ_TIMEOUT, TestHome, WireProcess, approval_answer, payloads, tool_call_line};
+use crate::common::{
+    READ_TIMEOUT, TestHome, WireProcess, approval_answer, md5_hex, payloads, tool_call_line,
+};
 
 /// A named pipe every test server of a test opens before it answers: the servers stay connecting
 /// until [`run`] has seen the turn begin loading them, so the turn's `mcp_status` is always there.
@@ -330,5 +332,42 @@ async fn prefixed_names_keep_servers_apart() -> Result<()> {
             &json!("mcp:mcp__from_claude__echo")
         ]
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_prefixed_name_over_64_characters_is_cut_to_one_the_model_api_accepts() -> Result<()> {
+    let gate = Gate::new()?;
+    // `mcp__<55 characters>__echo` is 66 characters long: past the model APIs' 64.
+    let server = "a_server_whose_name_is_long_enough_to_pass_the_limit_00";
+    let full = format!("mcp__{server}__echo");
+    assert_eq!(full.len(), 66);
+    let digest = md5_hex(full.as_bytes());
+    let cut = format!("{}_{}", &full[..55], &digest[..8]);
+    let home = home(
+        &[
+            &tool_call_line("tc-1", &cut, Some(r#"{"text": "long"}"#)),
+            "text: done",
+        ],
+        None,
+        None,
+        json!({server: gate.server()?}),
+        json!({"mcp_tool_names": "prefixed"}),
+    )?;
+    let messages = run(&home, &gate).await?;
+    let status = payloads(&messages, "StatusUpdate")
+        .into_iter()
+        .rfind(|p| !p["mcp_status"].is_null())
+        .context("no mcp_status")?;
+    let tools = &status["mcp_status"]["servers"][0]["tools"];
+    assert!(
+        tools
+            .as_array()
+            .is_some_and(|t| t.iter().all(|n| n.as_str().is_some_and(|n| n.len() <= 64))),
+        "{tools}"
+    );
+    assert_eq!(tools[0], json!(cut));
+    let result = &payloads(&messages, "ToolResult")[0]["return_value"];
+    assert_eq!(result["output"], json!([{"type": "text", "text": "echo:long"}]));
     Ok(())
 }

@@ -154,14 +154,48 @@ pub(crate) fn model_name(names: McpToolNames, server: &str, tool: &str) -> Strin
                     }
                 })
                 .collect();
-            format!("mcp__{server}__{tool}")
+            shorten(format!("mcp__{server}__{tool}"))
         }
     }
+}
+
+/// The longest tool name the model APIs accept (OpenAI's and Anthropic's limit).
+const MAX_TOOL_NAME: usize = 64;
+
+/// A prefixed name over [`MAX_TOOL_NAME`] is cut and ends with 8 hex digits of its whole form, so two
+/// long names that share their start stay apart and a name is the same in every session.
+fn shorten(name: String) -> String {
+    if name.len() <= MAX_TOOL_NAME {
+        return name;
+    }
+    let digest = format!("{:x}", md5::compute(name.as_bytes()));
+    let mut cut = MAX_TOOL_NAME - 9;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}_{}", &name[..cut], &digest[..8])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefixed_name_over_64_characters_is_cut_and_keeps_apart_from_its_neighbours() {
+        let tool = "x".repeat(70);
+        let a = model_name(McpToolNames::Prefixed, "server", &format!("{tool}_a"));
+        let b = model_name(McpToolNames::Prefixed, "server", &format!("{tool}_b"));
+        assert_eq!((a.len(), b.len()), (64, 64));
+        assert!(a.starts_with("mcp__server__xxx"));
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            model_name(McpToolNames::Prefixed, "server", &format!("{tool}_a"))
+        );
+        let short = model_name(McpToolNames::Prefixed, "s", &"y".repeat(56));
+        assert_eq!(short.len(), 64);
+        assert_eq!(short, format!("mcp__s__{}", "y".repeat(56)));
+    }
 
     #[test]
     fn prefixed_names_carry_the_server() {
