@@ -481,6 +481,53 @@ mod tests {
         assert_eq!(opener.opens.load(Ordering::SeqCst), 0);
     }
 
+    /// Holds `dir`'s lock as a process that died would leave it: the lock file names a pid that is
+    /// gone, while the lock itself is still held (by a forked child, here by this test).
+    fn orphaned_lock(dir: &Path) -> SessionLock {
+        let LockAttempt::Acquired(lock) = SessionLock::try_acquire(dir).unwrap() else {
+            panic!("the session should be free");
+        };
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let pid = dead.id();
+        dead.wait().unwrap();
+        std::fs::write(lock.path(), format!("{pid}\n")).unwrap();
+        lock
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_whose_holder_died_is_waited_for_until_it_is_let_go() {
+        let share = tempfile::tempdir().unwrap();
+        let second = gate(share.path(), &Arc::new(Opener::default()));
+        let held = orphaned_lock(&second.session.dir);
+        let acquire = second.acquire();
+        tokio::pin!(acquire);
+        assert!(futures::poll!(&mut acquire).is_pending(), "it gave up at once");
+        held.release();
+        assert!(acquire.await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_whose_holder_died_is_not_waited_for_forever() {
+        let share = tempfile::tempdir().unwrap();
+        let second = gate(share.path(), &Arc::new(Opener::default()));
+        let _held = orphaned_lock(&second.session.dir);
+        assert!(matches!(second.acquire().await, Err(NotHeld::Held(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_whose_holder_lives_is_not_waited_for() {
+        let share = tempfile::tempdir().unwrap();
+        let first = gate(share.path(), &Arc::new(Opener::default()));
+        let second = gate(share.path(), &Arc::new(Opener::default()));
+        first.take_over().await.unwrap();
+        let acquire = second.acquire();
+        tokio::pin!(acquire);
+        assert!(matches!(
+            futures::poll!(&mut acquire),
+            std::task::Poll::Ready(Err(NotHeld::Held(_)))
+        ));
+    }
+
     #[tokio::test]
     async fn a_session_its_holder_deleted_as_empty_is_a_new_one() {
         let share = tempfile::tempdir().unwrap();
