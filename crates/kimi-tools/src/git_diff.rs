@@ -265,6 +265,8 @@ async fn filter_overrides(git_at: &Git<'_>) -> Result<Vec<String>, ToolReturnVal
 /// change something or run a program switched off.
 async fn git(at: &Git<'_>, config: &[&str], args: &[&str]) -> Result<Ran, ToolReturnValue> {
     let mut command = tokio::process::Command::new("git");
+    // The children's environment (secrets left out), before git's own variables.
+    kimi_core::child_env::apply(&mut command);
     command
         .args(["-c", "core.fsmonitor=false", "-c", "protocol.allow=never"])
         .args(config)

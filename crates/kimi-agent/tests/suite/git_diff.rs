@@ -259,3 +259,41 @@ async fn a_long_diff_reaches_the_model_as_head_and_tail_and_the_client_whole() -
     assert!(seen.contains("+line 03999 of a long file"), "the tail is kept");
     Ok(())
 }
+
+#[tokio::test]
+async fn git_runs_with_the_childrens_environment_without_the_agents_secrets() -> Result<()> {
+    let script = calls(&[("d-1", json!({}))]);
+    let home = TestHome::new()?.scripted(&[&script, "text: done"])?;
+    repository(&home)?;
+    // A `git` first on PATH that writes down its environment, then runs the real one.
+    let real = Command::new("sh").args(["-c", "command -v git"]).output()?;
+    let real = String::from_utf8(real.stdout)?.trim().to_owned();
+    let bin = home.root.path().join("bin");
+    std::fs::create_dir_all(&bin)?;
+    let seen = home.root.path().join("git-env.txt");
+    let wrapper = bin.join("git");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nenv >> '{}'\nexec '{real}' \"$@\"\n", seen.display()),
+    )?;
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let env = [
+        ("PATH", path.as_str()),
+        ("MY_SERVICE_API_KEY", "sk-live-git-x1"),
+        ("KIMI_API_KEY", "sk-kimi-git-x2"),
+        ("HARMLESS_SETTING", "visible-git"),
+    ];
+    let mut wire = WireProcess::spawn_with_env(&home, home.args(), &env).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    let (_, messages) = wire.prompt(json!("what changed?")).await?;
+    let results: Vec<Value> = payloads(&messages, "ToolResult").into_iter().cloned().collect();
+    assert!(output(&results, "d-1").contains("+alpha changed"));
+    let seen = std::fs::read_to_string(&seen).context("the wrapper did not run")?;
+    assert!(seen.contains("HARMLESS_SETTING=visible-git"), "{seen}");
+    assert!(
+        !seen.contains("sk-live-git-x1") && !seen.contains("sk-kimi-git-x2"),
+        "{seen}"
+    );
+    Ok(())
+}
