@@ -10,6 +10,8 @@
 //! Switches (environment): `MCP_TEST_OAUTH_EXPIRES_IN=N` (seconds, default 3600) for issued tokens;
 //! `MCP_TEST_OAUTH_REFRESH=reject` answers every refresh with `invalid_grant`. Any refresh token starting
 //! with `refresh-` is accepted otherwise, so a test can hand the client a token this instance never issued.
+//! `MCP_TEST_TOKEN_GATE=FIFO` opens this named pipe before answering `POST /token`, so a test decides
+//! when a refresh completes (the turn's "still loading" status is then a state, not a race).
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -114,6 +116,16 @@ impl AuthServer {
             ("POST", "/register") => Ok(self.register(&body(request).await)),
             ("GET", "/authorize") => Ok(self.authorize(&params(&query))),
             ("POST", "/token") => {
+                if let Some(gate) = std::env::var_os("MCP_TEST_TOKEN_GATE") {
+                    // Blocks until the test opens the writing end.
+                    let opened = tokio::task::spawn_blocking(move || std::fs::File::open(gate)).await;
+                    if !matches!(opened, Ok(Ok(_))) {
+                        return Ok(reply(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            json!({"error": "token gate"}),
+                        ));
+                    }
+                }
                 let form = String::from_utf8_lossy(&body(request).await).into_owned();
                 Ok(self.token(&params(&form)))
             }

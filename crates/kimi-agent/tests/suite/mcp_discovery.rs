@@ -2,7 +2,7 @@
 //! `~/.claude.json` and `~/.codex/config.toml`, ours winning on a name clash, a broken file skipped with
 //! a warning, `mcp list` naming where each came from; and `mcp_tool_names = "prefixed"`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use pretty_assertions::assert_eq;
@@ -15,18 +15,22 @@ use crate::common::{
 
 /// A named pipe every test server of a test opens before it answers: the servers stay connecting
 /// until [`run`] has seen the turn begin loading them, so the turn's `mcp_status` is always there.
-struct Gate {
+pub(super) struct Gate {
     _dir: tempfile::TempDir,
     path: PathBuf,
 }
 
 impl Gate {
-    fn new() -> Result<Self> {
+    pub(super) fn new() -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("gate");
         let made = std::process::Command::new("mkfifo").arg(&path).status()?;
         anyhow::ensure!(made.success(), "mkfifo failed");
         Ok(Self { _dir: dir, path })
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The test server as a stdio entry held at this gate.
@@ -48,7 +52,7 @@ impl Gate {
     }
 
     /// Opens the writing end, letting every server through; they pass as long as it is held.
-    async fn open(&self) -> Result<std::fs::File> {
+    pub(super) async fn open(&self) -> Result<std::fs::File> {
         let path = self.path.clone();
         let writer = tokio::task::spawn_blocking(move || std::fs::OpenOptions::new().write(true).open(path));
         Ok(tokio::time::timeout(READ_TIMEOUT, writer).await???)

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use super::mcp::{call, home_with, init, results, test_server, text_output};
+use super::mcp_discovery::Gate;
 use crate::common::{READ_TIMEOUT, TestHome, WireProcess, md5_hex, payloads};
 
 /// A running `mcp_test_server oauth` and its MCP URL; killed when dropped.
@@ -233,7 +234,14 @@ async fn an_expired_token_is_refreshed_and_stored() -> Result<()> {
 
 #[tokio::test]
 async fn a_refused_refresh_leaves_the_server_unauthorized_and_the_turn_runs() -> Result<()> {
-    let server = start_server(&[("MCP_TEST_OAUTH_REFRESH", "reject")]).await?;
+    // The refresh is held until the turn waits for the server, so its `mcp_status` is always there.
+    let gate = Gate::new()?;
+    let gate_path = gate.path().to_string_lossy().into_owned();
+    let server = start_server(&[
+        ("MCP_TEST_OAUTH_REFRESH", "reject"),
+        ("MCP_TEST_TOKEN_GATE", gate_path.as_str()),
+    ])
+    .await?;
     let home = home_with(
         &["text: hello"],
         json!({"remote": {"url": server.url, "auth": "oauth"}}),
@@ -247,7 +255,15 @@ async fn a_refused_refresh_leaves_the_server_unauthorized_and_the_turn_runs() ->
     )?;
     let mut wire = WireProcess::spawn(&home).await?;
     wire.initialize(init()).await?;
-    let (response, messages) = wire.prompt(json!("hi")).await?;
+    let id = wire.start_prompt(json!("hi")).await?;
+    let (_, mut messages) = wire
+        .read_until(|m| m["params"]["type"] == "MCPLoadingBegin")
+        .await?;
+    let _open = gate.open().await?;
+    let (response, rest) = wire
+        .read_until(|m| m.get("id").and_then(Value::as_str) == Some(id.as_str()) && m.get("method").is_none())
+        .await?;
+    messages.extend(rest);
     assert_eq!(response["result"]["status"], "finished");
     let loaded = payloads(&messages, "StatusUpdate")
         .into_iter()
