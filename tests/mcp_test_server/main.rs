@@ -1,6 +1,6 @@
 //! A real MCP server for kimi-agent's black-box tests (tests/suite/mcp.rs), written with rmcp's server
-//! side. Test support only: it is an example so `cargo test` builds it and the shipped binary never
-//! contains it.
+//! side. Test support only: a binary of the test package, so `cargo test` builds it for the suite and
+//! the shipped binary never contains it.
 //!
 //! `mcp_test_server` serves on stdin/stdout; `mcp_test_server http` serves streamable HTTP on a free
 //! local port, prints its URL on stdout and runs until stdin closes. `mcp_test_server oauth` does the
@@ -22,7 +22,6 @@
 //! mid-call), `add_tool {}` (adds `extra` and sends `tools/list_changed`), `image {}`, `pid {}`, and
 //! `extra {}` once added.
 
-#[path = "mcp_test_server/oauth.rs"]
 mod oauth;
 
 use std::sync::Arc;

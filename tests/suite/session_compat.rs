@@ -46,7 +46,7 @@ fn skip(why: &str) {
 
 async fn reference() -> Option<Reference> {
     let launcher = std::env::var_os("KIMI_REFERENCE_BIN").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/kimi-reference"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/kimi-reference"),
         PathBuf::from,
     );
     if !launcher.exists() {

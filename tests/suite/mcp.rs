@@ -1,11 +1,10 @@
-//! MCP through real servers: the rmcp test server (examples/mcp_test_server.rs) over stdio and
+//! MCP through real servers: the rmcp test server (tests/mcp_test_server) over stdio and
 //! streamable HTTP, started by the agent (stdio) or by the test (HTTP).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::OnceLock;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
@@ -14,47 +13,9 @@ use crate::common::{
     READ_TIMEOUT, TestHome, WireProcess, approval_answer, is_alive, payloads, tool_call_line,
 };
 
-/// The test server binary, built on first use when `cargo test` did not build the examples (as with
-/// `cargo test --test all`).
+/// The test server binary (a binary of this package, so cargo builds it for the suite).
 pub(crate) fn test_server() -> Result<PathBuf> {
-    // Built once per test run, always: an existing binary may predate the current source.
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| build_test_server().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
-}
-
-fn build_test_server() -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("test binary has no target dir")?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // Only the variables a build depends on: the ones cargo sets for a running test (CARGO_PKG_*,
-    // CARGO_MANIFEST_DIR, ...) would change fingerprints and rebuild half the workspace.
-    let mut build = std::process::Command::new(cargo);
-    build.env_clear();
-    for (key, value) in std::env::vars_os() {
-        let key_text = key.to_string_lossy();
-        let keep = matches!(
-            key_text.as_ref(),
-            "PATH" | "HOME" | "CARGO_HOME" | "CARGO_TARGET_DIR" | "TMPDIR"
-        ) || key_text.starts_with("RUSTUP_")
-            || key_text.starts_with("CARGO_PROFILE_")
-            || key_text.ends_with("RUSTFLAGS");
-        if keep {
-            build.env(key, value);
-        }
-    }
-    let status = build
-        .args(["build", "-p", "kimi-agent", "--example", "mcp_test_server"])
-        .status()?;
-    if !status.success() {
-        bail!("building the MCP test server failed");
-    }
-    Ok(profile_dir.join("examples/mcp_test_server"))
+    Ok(PathBuf::from(env!("CARGO_BIN_EXE_mcp_test_server")))
 }
 
 /// A scripted home whose config sets `tool_call_timeout_ms` when given, with `servers` in an MCP config

@@ -24,7 +24,7 @@ use crate::common::{TestHome, WireProcess, payloads};
 const BACKOFF_SCALE_ENV: &str = "KIMI_AGENT_RETRY_BACKOFF_SCALE";
 const MAX_CONTEXT: u64 = 200_000;
 /// The test-only service-account key (see crates/kimi-llm/tests/fixtures/google/README.md).
-const TEST_KEY: &str = include_str!("../../../kimi-llm/tests/fixtures/google/test_rsa_key.pem");
+const TEST_KEY: &str = include_str!("../../crates/kimi-llm/tests/fixtures/google/test_rsa_key.pem");
 const SERVICE_ACCOUNT: &str = "agent@kimi-test.iam.gserviceaccount.com";
 
 /// The API a test speaks.

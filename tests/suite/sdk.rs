@@ -2,8 +2,8 @@
 //! `tests/sdk/package-lock.json`, drives this binary through the node tests in `tests/sdk/`.
 //!
 //! They run from here, inside `cargo test`, rather than as a separate step of `.ci/run`: the binary they
-//! drive is then the one cargo just built for this test run (`CARGO_BIN_EXE_kimi-agent`), never a stale
-//! build, and the project's one test command runs them. `.ci/run` installs the SDK (`npm ci`) and sets
+//! drive is then the one built for this test run (`common::binary`), never a stale build, and the
+//! project's one test command runs them. `.ci/run` installs the SDK (`npm ci`) and sets
 //! `KIMI_AGENT_SDK_TESTS=required`, so in CI a missing node or SDK fails the run; elsewhere this test says
 //! why it did not run and passes.
 
@@ -18,7 +18,7 @@ use crate::common::binary;
 const SDK_TESTS_LIMIT: Duration = Duration::from_secs(180);
 
 fn sdk_tests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk")
 }
 
 /// Why the SDK tests cannot run here, if they cannot.

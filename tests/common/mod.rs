@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+mod build;
 pub mod mock_model;
 
 use std::collections::VecDeque;
@@ -130,7 +131,7 @@ impl TestHome {
 
     /// A command for the binary with this home's environment; stderr goes to the test's stderr.
     pub fn command(&self, args: &[String]) -> Command {
-        self.command_for(Path::new(binary()), args)
+        self.command_for(binary(), args)
     }
 
     /// Like [`TestHome::command`], for the binary under another path or name (`kimi`).
@@ -180,8 +181,8 @@ impl TestHome {
 }
 
 /// The path of the binary under test.
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_kimi-agent")
+pub fn binary() -> &'static Path {
+    build::agent_binary()
 }
 
 /// A running `kimi-agent --wire` and its pipes.
