@@ -43,20 +43,32 @@ fn build_agent() -> Result<PathBuf> {
             build.env(key, value);
         }
     }
-    let cargo_profile = match profile {
-        "debug" => "dev",
-        other => other,
-    };
+    // The whole workspace's binaries and tests, as `cargo test --workspace` resolves features: built any
+    // narrower, the binary's dependencies would be resolved with other features and compiled a second
+    // time. After `cargo test --workspace` only the binary itself is left to link.
+    build.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+        "build",
+        "--quiet",
+        "--workspace",
+        "--bins",
+        "--tests",
+    ]);
+    match profile {
+        "debug" => {}
+        "release" => {
+            build.arg("--release");
+        }
+        other => {
+            build.args(["--profile", other]);
+        }
+    }
     let status = build
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "-p", "kimi-agent", "--bin", "kimi-agent"])
-        .args(["--profile", cargo_profile])
         .arg("--target-dir")
         .arg(target_dir)
         .status()
         .context("cannot run cargo")?;
     if !status.success() {
-        bail!("`cargo build -p kimi-agent` failed");
+        bail!("`cargo build --workspace --bins --tests` failed");
     }
     Ok(profile_dir.join("kimi-agent"))
 }
