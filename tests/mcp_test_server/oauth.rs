@@ -83,9 +83,7 @@ impl AuthServer {
     }
 
     fn issued(&self) -> std::sync::MutexGuard<'_, Issued> {
-        self.issued
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        kimi_wire::sync::lock(&self.issued)
     }
 
     /// Answers OAuth requests and unauthorized MCP requests; hands an authorized MCP request back.

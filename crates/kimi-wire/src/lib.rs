@@ -36,6 +36,7 @@ pub mod params;
 pub mod schema;
 pub mod server;
 pub mod side_question;
+pub mod sync;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 

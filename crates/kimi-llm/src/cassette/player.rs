@@ -182,10 +182,7 @@ impl CassetteProvider {
     /// or why no call answers it.
     fn pick(&self, request: &RecordedRequest) -> Result<Playback, ChatError> {
         let live = Normalized::of(request, &self.here);
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = kimi_wire::sync::lock(&self.state);
         state.calls += 1;
         let call = state.calls;
         let Some(next) = state.entries.iter().position(|e| !e.used) else {

@@ -64,10 +64,7 @@ impl CassetteWriter {
             line = line.replace(secret.as_str(), REDACTED);
         }
         line.push('\n');
-        let mut file = self
-            .file
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut file = kimi_wire::sync::lock(&self.file);
         if let Err(e) = file.write_all(line.as_bytes()) {
             tracing::error!(path = %self.path.display(), error = %e, "cassette record not written");
         }

@@ -439,14 +439,10 @@ fn search(params: &GrepParams, scope: &Scope, stop: &AtomicBool, deadline: Insta
         })
     });
 
-    let mut sensitive = sensitive
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut sensitive = kimi_core::sync::into_inner(sensitive);
     sensitive.sort();
     Ok(Found {
-        hits: hits
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
+        hits: kimi_core::sync::into_inner(hits),
         sensitive,
         single_file: namer.root_is_file,
         timed_out: timed_out.into_inner(),

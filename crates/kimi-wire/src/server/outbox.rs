@@ -15,7 +15,7 @@
 //! not reading, which is how a stalled client holds back the model stream instead of growing memory.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 use tokio::sync::Semaphore;
 
@@ -114,7 +114,7 @@ impl Outbox {
 
     /// Adds `journal` to what the writer commits before each batch.
     pub(crate) fn attach(&self, journal: Weak<dyn Journal>) {
-        let mut journals = self.journals.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut journals = crate::sync::lock(&self.journals);
         journals.retain(|j| j.strong_count() > 0);
         journals.push(journal);
     }
@@ -153,14 +153,14 @@ impl Outbox {
                 return Batch { closed: state.closed };
             }
             state.writer_asleep = true;
-            state = self.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state = crate::sync::wait(&self.wake, state);
         }
     }
 
     /// Has every attached journal write what it holds (the writer, before the lines of a batch).
     pub(crate) fn commit_journals(&self) {
         let live: Vec<Arc<dyn Journal>> = {
-            let journals = self.journals.lock().unwrap_or_else(PoisonError::into_inner);
+            let journals = crate::sync::lock(&self.journals);
             journals.iter().filter_map(Weak::upgrade).collect()
         };
         for journal in live {
@@ -174,7 +174,7 @@ impl Outbox {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.state)
     }
 }
 
@@ -206,7 +206,7 @@ pub struct IdleSignal {
 impl IdleSignal {
     /// The runtime's thread is about to park: every writer with work waiting is woken.
     pub fn idle(&self) {
-        let outboxes = self.outboxes.lock().unwrap_or_else(PoisonError::into_inner);
+        let outboxes = crate::sync::lock(&self.outboxes);
         for outbox in outboxes.iter().filter_map(Weak::upgrade) {
             outbox.idle();
         }
@@ -214,7 +214,7 @@ impl IdleSignal {
 
     pub(crate) fn attach(&self, outbox: &Arc<Outbox>) {
         outbox.deferred.store(true, Ordering::Relaxed);
-        let mut outboxes = self.outboxes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut outboxes = crate::sync::lock(&self.outboxes);
         outboxes.retain(|o| o.strong_count() > 0);
         outboxes.push(Arc::downgrade(outbox));
     }

@@ -127,9 +127,7 @@ impl PendingRequests {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         // A poisoned map is still a consistent map: entries are inserted and removed whole.
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.entries)
     }
 }
 
