@@ -309,10 +309,6 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         afk: options.afk || state.approval.afk,
         auto_approve_actions: state.approval.auto_approve_actions.clone(),
     };
-    let approvals = Arc::new(
-        ApprovalRuntime::new(client.clone(), approval_state)
-            .with_details(ApprovalDetails::from(config.approval_details)),
-    );
     // Extra directories: the session's, then `--add-dir`'s; kept in state.json as the reference does.
     let start_dirs =
         kimi_core::workspace::start_dirs(&state.additional_dirs, &options.add_dirs, &session.work_dir);
@@ -360,20 +356,24 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         Arc::clone(&notifications),
     );
     // A background agent waiting for an approval shows as `awaiting_approval`, as in the reference.
-    approvals.on_background_wait({
-        let tasks = tasks.clone();
-        Arc::new(move |task: &str, waiting: Option<&str>| {
-            let event = match waiting {
-                Some(reason) => kimi_core::background::TaskEvent::AwaitApproval {
-                    reason: reason.to_owned(),
-                },
-                None => kimi_core::background::TaskEvent::Resume,
-            };
-            if let Err(e) = tasks.record(task, event) {
-                tracing::debug!(task, error = %e, "approval wait not recorded");
-            }
-        })
-    });
+    let approvals = Arc::new(
+        ApprovalRuntime::new(client.clone(), approval_state)
+            .with_details(ApprovalDetails::from(config.approval_details))
+            .with_background_waits({
+                let tasks = tasks.clone();
+                Arc::new(move |task: &str, waiting: Option<&str>| {
+                    let event = match waiting {
+                        Some(reason) => kimi_core::background::TaskEvent::AwaitApproval {
+                            reason: reason.to_owned(),
+                        },
+                        None => kimi_core::background::TaskEvent::Resume,
+                    };
+                    if let Err(e) = tasks.record(task, event) {
+                        tracing::debug!(task, error = %e, "approval wait not recorded");
+                    }
+                })
+            }),
+    );
     let base_vars =
         kimi_core::prompt::builtin_vars(&session.work_dir, &start_dirs.dirs, &skills.prompt_listing());
     let mut vars = base_vars.clone();
@@ -470,6 +470,16 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
     let _ = hooks
         .trigger(HookEvent::SessionStart, source, hook_input::session_start(source))
         .await;
+    // After the built-ins, so an MCP tool can never take a built-in's name.
+    let mcp = McpManager::start(
+        mcp_servers.clone(),
+        McpSettings {
+            tool_call_timeout: config.mcp.client.tool_call_timeout(),
+            tool_names: config.mcp_tool_names,
+            share_dir: share_dir.clone(),
+        },
+        Arc::clone(&toolset),
+    );
     let soul = Arc::new(Soul::new(SoulParts {
         llm: llm.clone(),
         model: model.clone(),
@@ -481,30 +491,18 @@ async fn open_session(opener: &Opener, session: Session, lock: SessionLock) -> R
         hooks: Arc::clone(&hooks),
         plan,
         subagent: None,
-    }));
-    // After the built-ins, so an MCP tool can never take a built-in's name.
-    let mcp = McpManager::start(
-        mcp_servers.clone(),
-        McpSettings {
-            tool_call_timeout: config.mcp.client.tool_call_timeout(),
-            tool_names: config.mcp_tool_names,
+        mcp: Some(Arc::clone(&mcp)),
+        skills: Some(Arc::clone(skills)),
+        session: Some(SessionInfo {
+            id: session.id.clone(),
+            work_dir: session.work_dir.clone(),
             share_dir: share_dir.clone(),
-        },
-        Arc::clone(soul.toolset()),
-    );
-    soul.attach_mcp(Arc::clone(&mcp));
-    soul.attach_skills(Arc::clone(skills));
-    soul.attach_session(SessionInfo {
-        id: session.id.clone(),
-        work_dir: session.work_dir.clone(),
-        share_dir: share_dir.clone(),
-        env: Arc::clone(&environment),
-    });
-    soul.attach_notifications(notifications);
-    soul.attach_reminders(
-        kimi_core::reminders::Reminders::for_root(!config.skip_afk_prompt_injection)
+            env: Arc::clone(&environment),
+        }),
+        notifications: Some(notifications),
+        reminders: kimi_core::reminders::Reminders::for_root(!config.skip_afk_prompt_injection)
             .with_tool_names(model_tool_names),
-    );
+    }));
     let info = AgentInfo {
         server: server_info.clone(),
         share_dir: share_dir.clone(),

@@ -599,6 +599,11 @@ impl AgentTool {
             hooks: Arc::clone(&self.kit.hooks),
             plan: Arc::clone(&self.deps.plan),
             subagent: Some(identity),
+            mcp: None,
+            skills: None,
+            session: None,
+            notifications: None,
+            reminders: kimi_core::reminders::Reminders::none(),
         })
     }
 }
