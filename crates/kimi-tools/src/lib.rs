@@ -44,14 +44,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kimi_core::approval::ApprovalRuntime;
+use kimi_core::assemble::{Subagents, ToolFactory, ToolInputs};
 use kimi_core::background::TaskManager;
 use kimi_core::events::EventSink;
 use kimi_core::plan::PlanMode;
 use kimi_core::state::{ClientFlags, Environment, SessionState};
-use kimi_core::toolset::{Tool, schema_for};
+use kimi_core::toolset::{Tool, Toolset, schema_for};
 use kimi_llm::ToolSpec;
 
-pub use agent::{AgentTool, ModelChoice, ModelSwitch, SubagentKit, SubagentType};
+pub use agent::AgentTool;
 pub use ask_user::AskUserQuestion;
 pub use cron::{CronCreate, CronDelete, CronList};
 pub use git_diff::GitDiff;
@@ -85,7 +86,7 @@ pub struct ToolDeps {
     pub plan: Arc<PlanMode>,
     /// What the `Agent` tool starts subagents with; `None` for a subagent's own tools (and sessions
     /// whose agent offers no subagent types), so subagents cannot start subagents.
-    pub subagents: Option<Arc<SubagentKit>>,
+    pub subagents: Option<Arc<Subagents>>,
     /// `[services]` and the limits of the web tools.
     pub web: WebSettings,
     /// Skill directories outside the workspace, which Glob may search too.
@@ -95,6 +96,40 @@ pub struct ToolDeps {
 }
 
 impl ToolDeps {
+    /// The tools' dependencies from what the session gives them.
+    pub fn from_inputs(inputs: &ToolInputs) -> Self {
+        let config = &inputs.config;
+        Self {
+            env: Arc::clone(&inputs.env),
+            state: Arc::clone(&inputs.state),
+            client: Arc::clone(&inputs.client),
+            approvals: Arc::clone(&inputs.approvals),
+            events: inputs.events.clone(),
+            model_capabilities: inputs.model_capabilities.clone(),
+            tasks: inputs.tasks.clone(),
+            cron: inputs.cron.clone(),
+            plan: Arc::clone(&inputs.plan),
+            subagents: inputs.subagents.clone(),
+            web: WebSettings {
+                services: config.services.clone(),
+                user_agent: inputs.user_agent.clone(),
+                limits: web::WebLimits::from_env(|name| inputs.process_env.get(name).cloned()),
+                fetch_allowed_hosts: web::HostList::new(&config.fetch_allowed_hosts),
+                fetch_allow_private_hosts: web::HostList::new(&config.fetch_allow_private_hosts),
+            },
+            skills_dirs: inputs.skills_dirs.clone(),
+            files: file::FileSettings {
+                read_roots: inputs
+                    .skills_dirs
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::once(kimi_core::plan::plans_dir()))
+                    .collect(),
+                secrets: file::SecretFiles::new(&inputs.share_dir, config.source_file.as_deref()),
+            },
+        }
+    }
+
     fn plan_tool_deps(&self) -> PlanToolDeps {
         PlanToolDeps {
             plan: Arc::clone(&self.plan),
@@ -155,13 +190,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
     }
     let tool: Arc<dyn Tool> = match name {
         agent::NAME => match &deps.subagents {
-            Some(kit) => {
-                let parent = ToolDeps {
-                    subagents: None,
-                    ..deps.clone()
-                };
-                Arc::new(AgentTool::new(Arc::clone(kit), parent))
-            }
+            Some(subagents) => Arc::new(AgentTool::new(Arc::clone(subagents))),
             None => return Ok(None),
         },
         shell::NAME => Arc::new(Shell::new(Arc::clone(&deps.env), deps.tasks.clone())),
@@ -298,6 +327,35 @@ pub fn tool_names(entries: &[String]) -> kimi_core::tool_names::ToolNames {
         kimi_code::NAMES
     } else {
         kimi_core::tool_names::ToolNames::REFERENCE
+    }
+}
+
+/// The built-in tools, as the session builder makes them ([`ToolFactory`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Builtins;
+
+impl ToolFactory for Builtins {
+    fn resolve(&self, entry: &str) -> Option<&'static str> {
+        resolve_entry(entry)
+    }
+
+    fn model_name<'a>(&self, tool: &'a str) -> &'a str {
+        model_name(tool)
+    }
+
+    fn tool_names(&self, entries: &[String]) -> kimi_core::tool_names::ToolNames {
+        tool_names(entries)
+    }
+
+    fn register(&self, toolset: &Toolset, names: &[&'static str], inputs: &ToolInputs) {
+        let deps = ToolDeps::from_inputs(inputs);
+        for &name in names {
+            match build_tool(name, &deps) {
+                Ok(Some(tool)) => toolset.register(tool),
+                Ok(None) => tracing::debug!(tool = name, "tool declined to load"),
+                Err(e) => tracing::warn!(tool = name, error = %e, "tool not built"),
+            }
+        }
     }
 }
 

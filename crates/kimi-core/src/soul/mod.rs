@@ -161,9 +161,10 @@ pub struct SessionInfo {
     pub env: Arc<crate::state::Environment>,
 }
 
-/// Everything a [`Soul`] is built from.
+/// Everything a [`Soul`] is made from: given whole when it is made (by `assemble::soul`, or as the
+/// scratch copy of an existing soul), so nothing is attached afterwards.
 #[derive(Debug)]
-pub struct SoulParts {
+pub(crate) struct SoulParts {
     /// The provider, `None` when no model is configured.
     pub llm: Option<Arc<dyn ChatProvider>>,
     /// Model facts.
@@ -197,8 +198,8 @@ pub struct SoulParts {
 }
 
 impl Soul {
-    /// Builds a soul.
-    pub fn new(parts: SoulParts) -> Self {
+    /// Makes a soul of `parts`; the only constructor.
+    pub(crate) fn new(parts: SoulParts) -> Self {
         parts.context.attach(parts.events.client());
         Self {
             llm: parts.llm,
