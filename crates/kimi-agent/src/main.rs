@@ -66,7 +66,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
-    let options = run::RunOptions {
+    let options = kimi_core::assemble::RunOptions {
         work_dir: cli.work_dir.clone(),
         session: cli.session_id().map(str::to_owned),
         continue_last: cli.continue_session,

@@ -9,6 +9,8 @@
 //! - [`session`]: session directories, `kimi.json`, `state.json`; [`title`]: the session title;
 //!   [`session_lock`]: one writer per session; [`session_gate`]: serving a session this process may
 //!   not hold; [`session_cassette`]: a cassette rebuilt from a session's files.
+//! - [`assemble`]: the composition root: builds the session the binary serves from its options, the
+//!   configuration and a tool factory, and every subagent's soul.
 //! - [`runtime`]: [`runtime::CoreAgent`], the [`kimi_wire::WireAgent`] the binary serves.
 //! - [`config`], [`paths`]: configuration and well-known paths.
 //! - [`btw`]: side questions (`/btw`), answered beside the running turn.
@@ -28,6 +30,7 @@
 
 pub mod agent_spec;
 pub mod approval;
+pub mod assemble;
 pub mod auth;
 pub mod background;
 pub mod btw;

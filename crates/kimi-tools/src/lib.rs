@@ -2,7 +2,8 @@
 //!
 //! The agent file names tools by the reference's Python paths (`kimi_cli.tools.shell:Shell`);
 //! [`resolve_tool_path`] maps those to tool names, [`build_tool`] builds a tool from its name and the
-//! session's [`ToolDeps`], and [`DEFAULT_TOOLS`] is the default agent's list. Each tool implements
+//! session's [`ToolDeps`], and [`DEFAULT_TOOLS`] is the default agent's list. [`Builtins`] offers all
+//! of it to the core's session builder as its [`ToolFactory`]. Each tool implements
 //! [`kimi_core::toolset::Tool`]: it validates its arguments and declares its effect in `plan`, and the
 //! toolset asks for approval before it runs anything with a side effect.
 //!
@@ -39,19 +40,13 @@ mod task;
 mod todo;
 pub mod web;
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use kimi_core::approval::ApprovalRuntime;
-use kimi_core::background::TaskManager;
-use kimi_core::events::EventSink;
-use kimi_core::plan::PlanMode;
-use kimi_core::state::{ClientFlags, Environment, SessionState};
-use kimi_core::toolset::{Tool, schema_for};
+use kimi_core::assemble::{ToolFactory, ToolInputs};
+use kimi_core::toolset::{Tool, Toolset, schema_for};
 use kimi_llm::ToolSpec;
 
-pub use agent::{AgentTool, ModelChoice, ModelSwitch, SubagentKit, SubagentType};
+pub use agent::AgentTool;
 pub use ask_user::AskUserQuestion;
 pub use cron::{CronCreate, CronDelete, CronList};
 pub use git_diff::GitDiff;
@@ -61,46 +56,50 @@ pub use task::{TaskFormat, TaskList, TaskOutput, TaskStop};
 pub use todo::SetTodoList;
 pub use web::{FetchURL, SearchWeb, WebSettings};
 
-/// What the built-in tools may use from the session.
+/// What the built-in tools may use: what the session gives them, and the settings the web and file
+/// tools derive from it once per soul.
 #[derive(Debug, Clone)]
 pub struct ToolDeps {
-    /// Work dir, extra dirs and the session dir.
-    pub env: Arc<Environment>,
-    /// Mutable session state (the todo list).
-    pub state: Arc<SessionState>,
-    /// What the client declared at `initialize` (question support).
-    pub client: Arc<ClientFlags>,
-    /// The approval runtime (AskUserQuestion reads afk from it).
-    pub approvals: Arc<ApprovalRuntime>,
-    /// Where events and turn requests (questions) go.
-    pub events: EventSink,
-    /// The model's capabilities (`image_in`, `video_in`, `thinking`, ...), for tools that depend on them.
-    pub model_capabilities: BTreeSet<String>,
-    /// The session's background tasks (a subagent gets [`TaskManager::for_subagent`]).
-    pub tasks: TaskManager,
-    /// The session's scheduled prompts; `None` when `KIMI_DISABLE_CRON` turns them off (the cron tools
-    /// then do not load).
-    pub cron: Option<Arc<kimi_core::cron::CronStore>>,
-    /// Plan mode, which EnterPlanMode / ExitPlanMode switch.
-    pub plan: Arc<PlanMode>,
-    /// What the `Agent` tool starts subagents with; `None` for a subagent's own tools (and sessions
-    /// whose agent offers no subagent types), so subagents cannot start subagents.
-    pub subagents: Option<Arc<SubagentKit>>,
+    /// The session's pieces and configuration.
+    pub session: ToolInputs,
     /// `[services]` and the limits of the web tools.
     pub web: WebSettings,
-    /// Skill directories outside the workspace, which Glob may search too.
-    pub skills_dirs: Vec<PathBuf>,
     /// Where the file tools may read without asking beyond the workspace, and the agent's secrets.
     pub files: file::FileSettings,
 }
 
 impl ToolDeps {
+    /// The tools' dependencies from what the session gives them.
+    pub fn from_inputs(inputs: &ToolInputs) -> Self {
+        let config = &inputs.config;
+        Self {
+            session: inputs.clone(),
+            web: WebSettings {
+                services: config.services.clone(),
+                user_agent: inputs.user_agent.clone(),
+                limits: web::WebLimits::from_env(|name| inputs.process_env.get(name).cloned()),
+                fetch_allowed_hosts: web::HostList::new(&config.fetch_allowed_hosts),
+                fetch_allow_private_hosts: web::HostList::new(&config.fetch_allow_private_hosts),
+            },
+            files: file::FileSettings {
+                read_roots: inputs
+                    .skills_dirs
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::once(kimi_core::plan::plans_dir()))
+                    .collect(),
+                secrets: file::SecretFiles::new(&inputs.share_dir, config.source_file.as_deref()),
+            },
+        }
+    }
+
     fn plan_tool_deps(&self) -> PlanToolDeps {
+        let session = &self.session;
         PlanToolDeps {
-            plan: Arc::clone(&self.plan),
-            approvals: Arc::clone(&self.approvals),
-            client: Arc::clone(&self.client),
-            events: self.events.clone(),
+            plan: Arc::clone(&session.plan),
+            approvals: Arc::clone(&session.approvals),
+            client: Arc::clone(&session.client),
+            events: session.events.clone(),
         }
     }
 }
@@ -153,48 +152,46 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
     if let Some(profiled) = name.strip_prefix(kimi_code::PREFIX) {
         return kimi_code::build_tool(profiled, deps);
     }
+    let session = &deps.session;
     let tool: Arc<dyn Tool> = match name {
-        agent::NAME => match &deps.subagents {
-            Some(kit) => {
-                let parent = ToolDeps {
-                    subagents: None,
-                    ..deps.clone()
-                };
-                Arc::new(AgentTool::new(Arc::clone(kit), parent))
-            }
+        agent::NAME => match &session.subagents {
+            Some(subagents) => Arc::new(AgentTool::new(Arc::clone(subagents))),
             None => return Ok(None),
         },
-        shell::NAME => Arc::new(Shell::new(Arc::clone(&deps.env), deps.tasks.clone())),
-        task::LIST => Arc::new(TaskList::new(deps.tasks.clone())),
-        task::OUTPUT => Arc::new(TaskOutput::new(deps.tasks.clone())),
-        task::STOP => Arc::new(TaskStop::new(deps.tasks.clone())),
-        todo::NAME => Arc::new(SetTodoList::new(Arc::clone(&deps.state))),
+        shell::NAME => Arc::new(Shell::new(Arc::clone(&session.env), session.tasks.clone())),
+        task::LIST => Arc::new(TaskList::new(session.tasks.clone())),
+        task::OUTPUT => Arc::new(TaskOutput::new(session.tasks.clone())),
+        task::STOP => Arc::new(TaskStop::new(session.tasks.clone())),
+        todo::NAME => Arc::new(SetTodoList::new(Arc::clone(&session.state))),
         ask_user::NAME => Arc::new(AskUserQuestion::new(
-            Arc::clone(&deps.approvals),
-            Arc::clone(&deps.client),
-            deps.events.clone(),
+            Arc::clone(&session.approvals),
+            Arc::clone(&session.client),
+            session.events.clone(),
         )),
-        "ReadFile" => Arc::new(file::ReadFile::new(Arc::clone(&deps.env), deps.files.clone())),
+        "ReadFile" => Arc::new(file::ReadFile::new(Arc::clone(&session.env), deps.files.clone())),
         "ReadMediaFile" => match file::ReadMediaFile::new(
-            Arc::clone(&deps.env),
+            Arc::clone(&session.env),
             deps.files.clone(),
-            &deps.model_capabilities,
+            &session.model_capabilities,
         ) {
             Some(tool) => Arc::new(tool),
             // Reference: only offered to models that take images or videos.
             None => return Ok(None),
         },
-        "Glob" => Arc::new(file::Glob::new(Arc::clone(&deps.env), deps.skills_dirs.clone())),
-        "Grep" => Arc::new(file::Grep::new(Arc::clone(&deps.env), deps.files.clone())),
-        "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&deps.env), deps.files.clone())),
+        "Glob" => Arc::new(file::Glob::new(
+            Arc::clone(&session.env),
+            session.skills_dirs.clone(),
+        )),
+        "Grep" => Arc::new(file::Grep::new(Arc::clone(&session.env), deps.files.clone())),
+        "WriteFile" => Arc::new(file::WriteFile::new(Arc::clone(&session.env), deps.files.clone())),
         "StrReplaceFile" => Arc::new(file::StrReplaceFile::new(
-            Arc::clone(&deps.env),
+            Arc::clone(&session.env),
             deps.files.clone(),
         )),
         plan::ENTER_NAME => Arc::new(EnterPlanMode::new(deps.plan_tool_deps())),
         plan::EXIT_NAME => Arc::new(ExitPlanMode::new(deps.plan_tool_deps())),
         // `sandbox_network = false`: the model's network is off, the web tools' included.
-        web::FETCH_NAME | web::SEARCH_NAME if !deps.env.sandbox().allows_network() => {
+        web::FETCH_NAME | web::SEARCH_NAME if !session.env.sandbox().allows_network() => {
             tracing::info!(tool = name, "not offered: sandbox_network = false");
             return Ok(None);
         }
@@ -205,7 +202,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
             None => return Ok(None),
         },
         cron::CREATE | cron::LIST | cron::DELETE => {
-            let Some(store) = deps.cron.clone() else {
+            let Some(store) = session.cron.clone() else {
                 return Ok(None);
             };
             match name {
@@ -214,7 +211,7 @@ pub fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, 
                 _ => Arc::new(CronDelete::new(store)),
             }
         }
-        git_diff::NAME => Arc::new(GitDiff::new(Arc::clone(&deps.env))),
+        git_diff::NAME => Arc::new(GitDiff::new(Arc::clone(&session.env))),
         _ if NOT_YET_AVAILABLE.contains(&name) => {
             tracing::debug!(tool = name, "built-in tool not available yet; skipped");
             return Ok(None);
@@ -301,6 +298,35 @@ pub fn tool_names(entries: &[String]) -> kimi_core::tool_names::ToolNames {
     }
 }
 
+/// The built-in tools, as the session builder makes them ([`ToolFactory`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Builtins;
+
+impl ToolFactory for Builtins {
+    fn resolve(&self, entry: &str) -> Option<&'static str> {
+        resolve_entry(entry)
+    }
+
+    fn model_name<'a>(&self, tool: &'a str) -> &'a str {
+        model_name(tool)
+    }
+
+    fn tool_names(&self, entries: &[String]) -> kimi_core::tool_names::ToolNames {
+        tool_names(entries)
+    }
+
+    fn register(&self, toolset: &Toolset, names: &[&'static str], inputs: &ToolInputs) {
+        let deps = ToolDeps::from_inputs(inputs);
+        for &name in names {
+            match build_tool(name, &deps) {
+                Ok(Some(tool)) => toolset.register(tool),
+                Ok(None) => tracing::debug!(tool = name, "tool declined to load"),
+                Err(e) => tracing::warn!(tool = name, error = %e, "tool not built"),
+            }
+        }
+    }
+}
+
 /// A tool's spec from its name, description and argument type.
 pub(crate) fn tool_spec<T: schemars::JsonSchema>(name: &str, description: impl Into<String>) -> ToolSpec {
     ToolSpec {
@@ -313,29 +339,39 @@ pub(crate) fn tool_spec<T: schemars::JsonSchema>(name: &str, description: impl I
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_core::approval::ApprovalState;
+    use kimi_core::approval::{ApprovalRuntime, ApprovalState};
+    use kimi_core::events::EventSink;
+    use kimi_core::plan::PlanMode;
+    use kimi_core::state::{ClientFlags, Environment, SessionState};
     use kimi_wire::testing::FakeClient;
     use pretty_assertions::assert_eq;
+    use std::collections::BTreeSet;
 
     fn deps(client: &FakeClient, tasks: &crate::task::testing::Tasks) -> ToolDeps {
         let dir = std::env::temp_dir();
         ToolDeps {
-            env: Arc::new(Environment::new(dir.clone(), Vec::new(), dir)),
-            state: Arc::new(SessionState::default()),
-            client: Arc::new(ClientFlags::default()),
-            approvals: Arc::new(ApprovalRuntime::new(
-                client.handle.clone(),
-                ApprovalState::default(),
-            )),
-            events: EventSink::new(client.handle.clone(), None),
-            model_capabilities: BTreeSet::new(),
-            plan: Arc::new(PlanMode::new(false, None, std::env::temp_dir())),
-            subagents: None,
+            session: ToolInputs {
+                env: Arc::new(Environment::new(dir.clone(), Vec::new(), dir.clone())),
+                state: Arc::new(SessionState::default()),
+                client: Arc::new(ClientFlags::default()),
+                approvals: Arc::new(ApprovalRuntime::new(
+                    client.handle.clone(),
+                    ApprovalState::default(),
+                )),
+                events: EventSink::new(client.handle.clone(), None),
+                model_capabilities: BTreeSet::new(),
+                tasks: tasks.manager.clone(),
+                cron: None,
+                plan: Arc::new(PlanMode::new(false, None, std::env::temp_dir())),
+                subagents: None,
+                config: Arc::new(kimi_core::config::Config::default()),
+                process_env: Arc::default(),
+                user_agent: kimi_llm::UserAgent::ours(),
+                share_dir: dir,
+                skills_dirs: Vec::new(),
+            },
             web: WebSettings::default(),
-            skills_dirs: Vec::new(),
             files: crate::file::FileSettings::default(),
-            cron: None,
-            tasks: tasks.manager.clone(),
         }
     }
 
@@ -392,10 +428,8 @@ mod tests {
             "git_diff"
         );
         let clock: Arc<dyn kimi_core::cron::Clock> = Arc::new(kimi_core::cron::SystemClock);
-        let with_cron = ToolDeps {
-            cron: Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock))),
-            ..deps.clone()
-        };
+        let mut with_cron = deps.clone();
+        with_cron.session.cron = Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock)));
         for name in OWN_TOOLS {
             let tool = build_tool(name, &with_cron).unwrap().unwrap();
             assert_eq!(tool.spec().name, *name);
@@ -415,11 +449,9 @@ mod tests {
         let client = FakeClient::start();
         let tasks = crate::task::testing::Tasks::new();
         let clock: Arc<dyn kimi_core::cron::Clock> = Arc::new(kimi_core::cron::SystemClock);
-        let mut deps = ToolDeps {
-            cron: Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock))),
-            model_capabilities: ["image_in".to_owned()].into(),
-            ..deps(&client, &tasks)
-        };
+        let mut deps = deps(&client, &tasks);
+        deps.session.cron = Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock)));
+        deps.session.model_capabilities = ["image_in".to_owned()].into();
         deps.web.services.moonshot_search = Some(kimi_core::config::ServiceConfig {
             base_url: "http://127.0.0.1:9/search".into(),
             api_key: kimi_core::config::Secret::new("key"),

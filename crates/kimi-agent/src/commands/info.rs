@@ -66,7 +66,7 @@ impl SandboxReport {
             Ok(config) => (config, None),
             Err(e) => (kimi_core::config::Config::default(), Some(e.to_string())),
         };
-        let sandbox = Sandbox::start(crate::run::sandbox_policy(&config, cli.sandbox));
+        let sandbox = Sandbox::start(kimi_core::assemble::sandbox_policy(&config, cli.sandbox));
         let work_dir = cli
             .work_dir
             .clone()

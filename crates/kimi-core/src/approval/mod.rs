@@ -103,8 +103,8 @@ pub struct ApprovalRuntime {
     details: AtomicBool,
     state: Mutex<ApprovalState>,
     pending: Mutex<HashMap<String, PendingApproval>>,
-    /// Keeps background tasks' `awaiting_approval` status (set once at start).
-    background_waits: std::sync::OnceLock<WaitListener>,
+    /// Keeps background tasks' `awaiting_approval` status (the session's task manager).
+    background_waits: Option<WaitListener>,
 }
 
 impl std::fmt::Debug for ApprovalRuntime {
@@ -124,7 +124,7 @@ impl ApprovalRuntime {
             details: AtomicBool::new(false),
             state: Mutex::new(state),
             pending: Mutex::new(HashMap::new()),
-            background_waits: std::sync::OnceLock::new(),
+            background_waits: None,
         }
     }
 
@@ -143,11 +143,11 @@ impl ApprovalRuntime {
         self.details.store(shows, Ordering::Relaxed);
     }
 
-    /// Sets who hears of background agents' waits (the task manager). A second call is ignored.
-    pub fn on_background_wait(&self, listener: WaitListener) {
-        if self.background_waits.set(listener).is_err() {
-            tracing::warn!("background wait listener set twice; the first is kept");
-        }
+    /// Has `listener` (the task manager) hear of background agents' waits; none hears by default.
+    #[must_use]
+    pub fn with_background_waits(mut self, listener: WaitListener) -> Self {
+        self.background_waits = Some(listener);
+        self
     }
 
     /// Tells the listener about a background source's wait starting, or ending when nothing of it is
@@ -156,7 +156,7 @@ impl ApprovalRuntime {
         if source.kind != ApprovalSourceKind::BackgroundAgent {
             return;
         }
-        let Some(listener) = self.background_waits.get() else {
+        let Some(listener) = &self.background_waits else {
             return;
         };
         let still_pending = lock(&self.pending).values().any(|p| p.source_id == source.id);

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::ApprovalSource;
 use crate::context::Context;
+use crate::reminders::Reminders;
 use crate::soul::{Soul, SoulParts, TurnError, TurnOutcome, system};
 
 /// What the model is asked to do (our own words).
@@ -47,11 +48,11 @@ impl Soul {
         Ok(TurnOutcome::Finished)
     }
 
-    /// A soul sharing this one's model, tools, approvals, hooks, events and skills, with an empty
-    /// context that is not written anywhere.
+    /// A soul sharing this one's model, tools, approvals, hooks, events, skills and MCP servers, with an
+    /// empty context that is not written anywhere.
     async fn scratch_soul(&self) -> Soul {
         let system_prompt = self.context.lock().await.system_prompt().to_owned();
-        let scratch = Soul::new(SoulParts {
+        Soul::new(SoulParts {
             llm: self.llm.clone(),
             model: self.model.clone(),
             settings: self.settings,
@@ -62,13 +63,11 @@ impl Soul {
             hooks: Arc::clone(&self.hooks),
             plan: Arc::clone(self.plan_state()),
             subagent: None,
-        });
-        if let Some(skills) = self.skills() {
-            scratch.attach_skills(Arc::clone(skills));
-        }
-        if let Some(mcp) = self.mcp() {
-            scratch.attach_mcp(Arc::clone(mcp));
-        }
-        scratch
+            mcp: self.mcp().cloned(),
+            skills: self.skills().cloned(),
+            session: None,
+            notifications: None,
+            reminders: Reminders::none(),
+        })
     }
 }

@@ -13,7 +13,7 @@ mod turn;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use kimi_llm::{ChatError, ChatProvider};
 use kimi_wire::message::UserInput;
@@ -131,17 +131,17 @@ pub struct Soul {
     subagent: Option<SubagentIdentity>,
     /// Repeat detection across the steps of a turn (no await while held).
     pub(crate) dedup: Mutex<DedupTracker>,
-    /// MCP servers, attached once after startup (see [`Soul::attach_mcp`]).
-    mcp: OnceLock<Arc<McpManager>>,
-    /// The session's notifications, delivered by the root agent (see [`Soul::attach_notifications`]).
-    notifications: OnceLock<Arc<NotificationQueue>>,
-    /// The session's skills, attached once after startup (see [`Soul::attach_skills`]).
-    skills: OnceLock<Arc<Skills>>,
-    /// Session facts slash commands need (see [`Soul::attach_session`]).
-    session: OnceLock<SessionInfo>,
+    /// The session's MCP servers; the first turn waits for their loading.
+    mcp: Option<Arc<McpManager>>,
+    /// The session's notifications, delivered by the root agent only.
+    notifications: Option<Arc<NotificationQueue>>,
+    /// The session's skills (slash commands, nesting of the `Skill` tool).
+    skills: Option<Arc<Skills>>,
+    /// Session facts slash commands need (the root agent's).
+    session: Option<SessionInfo>,
     /// Nested turns (flow nodes, `/init`) begun and not yet ended; a cancelled turn closes them.
     pub(crate) open_nested_turns: AtomicU32,
-    /// The reminders this soul owes its model (none for subagents; see [`Soul::attach_reminders`]).
+    /// The reminders this soul owes its model (none for subagents).
     reminders: Mutex<Reminders>,
     /// Ids of the calls the client saw (`ToolCall`) without their `ToolResult` yet, so a cancel or a
     /// failed attempt can answer each (no await while held).
@@ -161,9 +161,10 @@ pub struct SessionInfo {
     pub env: Arc<crate::state::Environment>,
 }
 
-/// Everything a [`Soul`] is built from.
+/// Everything a [`Soul`] is made from: given whole when it is made (by `assemble::soul`, or as the
+/// scratch copy of an existing soul), so nothing is attached afterwards.
 #[derive(Debug)]
-pub struct SoulParts {
+pub(crate) struct SoulParts {
     /// The provider, `None` when no model is configured.
     pub llm: Option<Arc<dyn ChatProvider>>,
     /// Model facts.
@@ -184,11 +185,21 @@ pub struct SoulParts {
     pub plan: Arc<PlanMode>,
     /// Who this soul is when it runs as a subagent.
     pub subagent: Option<SubagentIdentity>,
+    /// The session's MCP servers (the root agent's, shared by its scratch souls).
+    pub mcp: Option<Arc<McpManager>>,
+    /// The session's skills.
+    pub skills: Option<Arc<Skills>>,
+    /// Session facts slash commands need (the root agent's).
+    pub session: Option<SessionInfo>,
+    /// The session's notifications, delivered to the model and client (the root agent's).
+    pub notifications: Option<Arc<NotificationQueue>>,
+    /// The reminders this soul owes its model ([`Reminders::none`] for subagents and scratch souls).
+    pub reminders: Reminders,
 }
 
 impl Soul {
-    /// Builds a soul.
-    pub fn new(parts: SoulParts) -> Self {
+    /// Makes a soul of `parts`; the only constructor.
+    pub(crate) fn new(parts: SoulParts) -> Self {
         parts.context.attach(parts.events.client());
         Self {
             llm: parts.llm,
@@ -203,52 +214,29 @@ impl Soul {
             plan: parts.plan,
             subagent: parts.subagent,
             dedup: Mutex::new(DedupTracker::new()),
-            mcp: OnceLock::new(),
-            skills: OnceLock::new(),
-            session: OnceLock::new(),
+            mcp: parts.mcp,
+            skills: parts.skills,
+            session: parts.session,
             open_nested_turns: AtomicU32::new(0),
             open_calls: Mutex::new(Vec::new()),
-            reminders: Mutex::new(Reminders::none()),
-            notifications: OnceLock::new(),
+            reminders: Mutex::new(parts.reminders),
+            notifications: parts.notifications,
         }
     }
 
-    /// Attaches the session's skills (slash commands, nesting of the `Skill` tool). A second call is
-    /// ignored.
-    pub fn attach_skills(&self, skills: Arc<Skills>) {
-        if self.skills.set(skills).is_err() {
-            tracing::warn!("skills attached twice; the first set is kept");
-        }
-    }
-
-    /// The session's skills, if attached.
+    /// The session's skills, if it has any.
     pub fn skills(&self) -> Option<&Arc<Skills>> {
-        self.skills.get()
+        self.skills.as_ref()
     }
 
-    /// Attaches the session facts slash commands use (`/init`, `/export`, ...). A second call is ignored.
-    pub fn attach_session(&self, info: SessionInfo) {
-        if self.session.set(info).is_err() {
-            tracing::warn!("session info attached twice; the first is kept");
-        }
-    }
-
-    /// The session facts, if attached.
+    /// The session facts (the root agent's).
     pub fn session_info(&self) -> Option<&SessionInfo> {
-        self.session.get()
+        self.session.as_ref()
     }
 
-    /// Attaches the session's MCP servers; the first turn waits for their loading. A second call is
-    /// ignored.
-    pub fn attach_mcp(&self, mcp: Arc<McpManager>) {
-        if self.mcp.set(mcp).is_err() {
-            tracing::warn!("MCP servers attached twice; the first set is kept");
-        }
-    }
-
-    /// The session's MCP servers, if any were attached.
+    /// The session's MCP servers (the root agent's and its scratch souls').
     pub fn mcp(&self) -> Option<&Arc<McpManager>> {
-        self.mcp.get()
+        self.mcp.as_ref()
     }
 
     /// Queues input for the running turn; consumed after the current step.

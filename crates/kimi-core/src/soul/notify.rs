@@ -1,9 +1,7 @@
 //! Delivering the session's notifications (background tasks that finished, and later scheduled prompts
 //! and background agents): to the model as user messages at the start of each step, and to the client
 //! as `Notification` events at the start of each step and before `TurnEnd` (reference `KimiSoul._step`
-//! and `run_soul`'s notification pump). Only a soul with a queue attached delivers; subagents have none.
-
-use std::sync::Arc;
+//! and `run_soul`'s notification pump). Only a soul made with a queue delivers; subagents have none.
 
 use kimi_llm::Message;
 use kimi_wire::message::{Event, Notification};
@@ -15,17 +13,10 @@ use crate::hooks::input as hook_input;
 use crate::notifications::{LLM_BATCH, NotificationEvent, NotificationQueue, Sink, WIRE_BATCH};
 
 impl Soul {
-    /// Attaches the session's notification queue. A second call is ignored.
-    pub fn attach_notifications(&self, queue: Arc<NotificationQueue>) {
-        if self.notifications.set(queue).is_err() {
-            tracing::warn!("notification queue attached twice; the first is kept");
-        }
-    }
-
     /// Start of a step: pending notifications go to the client, then (at most [`LLM_BATCH`]) into the
     /// context as user messages, each firing the `Notification` hook.
     pub(super) async fn deliver_notifications(&self) -> Result<(), TurnError> {
-        let Some(queue) = self.notifications.get() else {
+        let Some(queue) = self.notifications.as_deref() else {
             return Ok(());
         };
         self.deliver_to_client(queue).await;
@@ -48,7 +39,7 @@ impl Soul {
 
     /// Sends the client what it has not seen yet (also called just before `TurnEnd`).
     pub(super) async fn deliver_notifications_to_client(&self) {
-        if let Some(queue) = self.notifications.get() {
+        if let Some(queue) = self.notifications.as_deref() {
             self.deliver_to_client(queue).await;
         }
     }

@@ -2,15 +2,10 @@
 //! injection"): the due reminders go into the context as one user message. See [`crate::reminders`].
 
 use super::{Soul, TurnError};
-use crate::reminders::{ModeFacts, PlanFacts, Reminders};
+use crate::reminders::{ModeFacts, PlanFacts};
 use crate::sync::lock;
 
 impl Soul {
-    /// Sets the reminders this soul owes its model (the root agent's; subagents keep none).
-    pub fn attach_reminders(&self, reminders: Reminders) {
-        *lock(&self.reminders) = reminders;
-    }
-
     /// Appends the reminders due now to the context.
     pub(super) async fn remind(&self) -> Result<(), TurnError> {
         if lock(&self.reminders).is_empty() {

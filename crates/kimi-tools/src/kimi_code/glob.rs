@@ -34,11 +34,11 @@ fn yes() -> bool {
 /// seeds/002's `Glob` for the session in `deps`.
 pub(crate) fn glob(deps: &ToolDeps) -> Adapted {
     let inner = Glob::with_rules(
-        Arc::clone(&deps.env),
-        deps.skills_dirs.clone(),
+        Arc::clone(&deps.session.env),
+        deps.session.skills_dirs.clone(),
         GlobRules::KimiCode,
     );
-    let work_dir = deps.env.work_dir.clone();
+    let work_dir = deps.session.env.work_dir.clone();
     let spec = crate::tool_spec::<GlobArgs>("Glob", include_str!("descriptions/glob.md"));
     Adapted::new(Arc::new(inner), spec).args(move |args: Value| {
         let args: GlobArgs = parse_args(args)?;

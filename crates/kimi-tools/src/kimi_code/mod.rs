@@ -79,6 +79,7 @@ pub const NAMES: ToolNames = ToolNames::new(&[
 /// when it does not load in this session, for the same reasons as its implementation.
 pub(crate) fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     let shared = |reference: &str| crate::build_tool(reference, deps);
+    let session = &deps.session;
     let tool: Arc<dyn Tool> = match name {
         // The same tools, descriptions and all.
         "AskUserQuestion" | "Grep" | "FetchURL" | "EnterPlanMode" | "CronCreate" | "CronList"
@@ -108,12 +109,15 @@ pub(crate) fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn T
         },
         "Glob" => Arc::new(glob::glob(deps)),
         "Bash" => Arc::new(bash::Bash::new(
-            Arc::new(Shell::new(Arc::clone(&deps.env), deps.tasks.clone())),
-            deps.env.work_dir.clone(),
+            Arc::new(Shell::new(Arc::clone(&session.env), session.tasks.clone())),
+            session.env.work_dir.clone(),
         )),
-        "TaskList" => Arc::new(TaskList::with_format(deps.tasks.clone(), TaskFormat::KimiCode)),
-        "TaskOutput" => Arc::new(TaskOutput::with_format(deps.tasks.clone(), TaskFormat::KimiCode)),
-        "TaskStop" => Arc::new(TaskStop::with_format(deps.tasks.clone(), TaskFormat::KimiCode)),
+        "TaskList" => Arc::new(TaskList::with_format(session.tasks.clone(), TaskFormat::KimiCode)),
+        "TaskOutput" => Arc::new(TaskOutput::with_format(
+            session.tasks.clone(),
+            TaskFormat::KimiCode,
+        )),
+        "TaskStop" => Arc::new(TaskStop::with_format(session.tasks.clone(), TaskFormat::KimiCode)),
         _ => {
             return Err(UnknownTool {
                 name: format!("{PREFIX}{name}"),
