@@ -24,7 +24,6 @@ mod bash;
 mod edit;
 mod glob;
 mod plan;
-pub(crate) mod tasks;
 
 use std::sync::Arc;
 

@@ -70,7 +70,7 @@ impl TaskList {
             let views = self.tasks.list(args.active_only, Some(limit));
             let text = match self.format {
                 TaskFormat::Reference => format_task_list(&views, args.active_only, true),
-                TaskFormat::KimiCode => crate::kimi_code::tasks::list(&views, args.active_only),
+                TaskFormat::KimiCode => crate::task::kimi_code::list(&views, args.active_only),
             };
             ToolReturnValue {
                 display: views.iter().map(task_display).collect(),

@@ -2,6 +2,7 @@
 //! over the session's [`TaskManager`]. Only the root agent may use them; a subagent's call is refused
 //! with the reference's error.
 
+pub(crate) mod kimi_code;
 mod list;
 pub(crate) mod output;
 pub(crate) mod preview;
@@ -22,7 +23,7 @@ pub const OUTPUT: &str = "TaskOutput";
 pub const STOP: &str = "TaskStop";
 
 /// How the task tools write tasks for the model: the reference's lines, or seeds/002's records (the
-/// kimi-code agent; `crate::kimi_code::tasks`). The tools do the same work either way.
+/// kimi-code agent; `crate::task::kimi_code`). The tools do the same work either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TaskFormat {
     /// The reference's `key: value` layout (`[1]`-numbered lists, `ReadFile` hints).

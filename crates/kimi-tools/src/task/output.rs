@@ -96,7 +96,7 @@ impl TaskOutput {
         let current = self.tasks.get(&id).unwrap_or_else(|| view.clone());
         let text = match self.format {
             TaskFormat::Reference => render(&view, retrieval_status, &preview),
-            TaskFormat::KimiCode => crate::kimi_code::tasks::output(&view, retrieval_status, &preview),
+            TaskFormat::KimiCode => crate::task::kimi_code::output(&view, retrieval_status, &preview),
         };
         ToolReturnValue {
             display: vec![task_display(&current)],

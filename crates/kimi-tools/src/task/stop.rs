@@ -87,7 +87,7 @@ impl TaskStop {
                     Ok(view) => {
                         let text = match self.format {
                             TaskFormat::Reference => format_task(&view, true),
-                            TaskFormat::KimiCode => crate::kimi_code::tasks::stopped(&view),
+                            TaskFormat::KimiCode => crate::task::kimi_code::stopped(&view),
                         };
                         ToolReturnValue {
                             display: vec![task_display(&view)],

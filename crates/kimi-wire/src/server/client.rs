@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use super::outbox::ConnectionClosed;
 use super::outbox::{Journal, JournalLink, Outbox};
 use super::pending::{Abandoned, Answer, DuplicateId, PendingAnswer, PendingRequests, RequestScope};
 use super::turn::TurnSlot;
@@ -16,11 +17,6 @@ use crate::event_filter::EventFilter;
 use crate::message::{ClientRequest, Event, Request};
 use crate::named::from_value_named;
 use crate::{jsonrpc, methods};
-
-/// The connection went away; nothing more can be sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the wire connection is closed")]
-pub struct ConnectionClosed;
 
 /// Why a request could not be sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -19,7 +19,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 use tokio::sync::Semaphore;
 
-use super::client::ConnectionClosed;
+/// The connection went away; nothing more can be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the wire connection is closed")]
+pub struct ConnectionClosed;
 
 /// Lines queued for stdout before senders wait: enough to absorb a burst of streamed parts, small enough
 /// (a few MB of typical events) to bound memory when the client is not reading.

@@ -2,12 +2,12 @@
 //! `key: value` line per field (snake_case, fields without a value left out), tasks separated by `---`;
 //! a task stopped by its timeout has the status `timed_out`, one ended for a reason carries
 //! `stop_reason`, and `TaskOutput` names `Read` for the full log. The task tools themselves
-//! (`crate::task`) do the work; these only render.
+//! (the rest of `crate::task`) do the work; these only render.
 
 use chrono::{DateTime, Local};
 use kimi_core::background::{TaskStatus, TaskView};
 
-use crate::task::preview::{PREVIEW_BYTES, Preview, READ_HINT_LINES};
+use super::preview::{PREVIEW_BYTES, Preview, READ_HINT_LINES};
 
 /// `TaskList`'s text.
 pub(crate) fn list(views: &[TaskView], active_only: bool) -> String {
