@@ -28,6 +28,8 @@
 //!
 //! The core knows the protocol only through `kimi_wire`'s types and [`kimi_wire::ClientHandle`].
 
+#![warn(missing_docs)]
+
 pub mod agent_spec;
 pub mod approval;
 pub mod assemble;

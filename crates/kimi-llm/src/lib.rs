@@ -35,6 +35,8 @@
 //! Content parts, tool calls and token usage are the wire's own types
 //! (`kimi_wire::message`), so what a provider streams goes out unchanged.
 
+#![warn(missing_docs)]
+
 mod answer;
 pub mod anthropic;
 mod assemble;

@@ -25,6 +25,8 @@
 //! This crate knows nothing of the agent loop, approvals or the wire beyond the types it receives in
 //! [`ToolDeps`].
 
+#![warn(missing_docs)]
+
 mod agent;
 pub mod args;
 mod ask_user;

@@ -18,14 +18,27 @@ pub const JSONRPC_VERSION: &str = "2.0";
 pub enum Incoming {
     /// A call with an id: must be answered.
     Request {
+        /// Its id, which the answer carries back.
         id: String,
+        /// The method called.
         method: String,
+        /// Its params, not yet validated.
         params: Option<Value>,
     },
     /// A call without an id: never answered.
-    Notification { method: String, params: Option<Value> },
+    Notification {
+        /// The method called.
+        method: String,
+        /// Its params, not yet validated.
+        params: Option<Value>,
+    },
     /// The client's answer to one of our `request`s.
-    Response { id: String, outcome: ClientOutcome },
+    Response {
+        /// The id of our request it answers.
+        id: String,
+        /// Its result or error.
+        outcome: ClientOutcome,
+    },
 }
 
 /// What the client answered to a server->client request.

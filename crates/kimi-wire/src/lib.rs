@@ -23,6 +23,8 @@
 //! One rule holds everywhere: only the writer thread touches stdout. This crate knows nothing of models or
 //! tools; it drives the agent through [`WireAgent`].
 
+#![warn(missing_docs)]
+
 mod agent;
 pub mod error_code;
 pub mod error_data;

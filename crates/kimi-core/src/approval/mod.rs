@@ -79,8 +79,11 @@ pub struct ApprovalState {
 pub enum Verdict {
     /// Run it.
     Approved,
-    /// Do not run it; `feedback` is what the user said, if anything.
-    Rejected { feedback: Option<String> },
+    /// Do not run it.
+    Rejected {
+        /// What the user said, if anything.
+        feedback: Option<String>,
+    },
 }
 
 struct PendingApproval {
