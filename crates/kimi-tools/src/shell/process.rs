@@ -14,6 +14,9 @@
 //! group at once. While the command runs, its group is registered with the process guardian
 //! (`kimi_core::guardian`), which kills it if the agent is killed before it can do so itself.
 //!
+//! A confined command is started by the sandbox's spawner (`kimi_core::sandbox::spawner`), which reaps
+//! it and reports its status; it is stopped through its group exactly the same way.
+//!
 //! When the command ends on its own, processes it left running in the background are not touched,
 //! as in the reference.
 

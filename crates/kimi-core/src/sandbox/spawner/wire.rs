@@ -378,7 +378,7 @@ mod tests {
         for cut in 0..good.len() {
             assert!(Request::decode(&good[..cut]).is_err(), "cut at {cut}");
         }
-        let mut trailing = good.clone();
+        let mut trailing = good;
         trailing.push(0);
         assert!(Request::decode(&trailing).is_err());
         // A spawn whose argument count claims four billion items.
