@@ -801,7 +801,8 @@ fn parent_and_group(pid: u32) -> Result<(u32, u32)> {
 #[tokio::test]
 async fn a_cancelled_confined_command_takes_its_whole_group_with_it() -> Result<()> {
     // The leader records itself, a grandchild that ignores SIGTERM records itself, and both wait.
-    let command = "sh -c 'trap \"\" TERM; echo $$ > sleeper.pid; exec sleep 1000' & echo $$ > leader.pid; wait";
+    let command =
+        "sh -c 'trap \"\" TERM; echo $$ > sleeper.pid; exec sleep 1000' & echo $$ > leader.pid; wait";
     let lines = [shell_call_line("tc-1", command), "text: never".to_owned()];
     let scripts: Vec<&str> = lines.iter().map(String::as_str).collect();
     let sandboxed = Sandboxed::new()?.scripted(&scripts, json!({"sandbox_mode": "workspace-write"}))?;
