@@ -790,6 +790,46 @@ async fn a_process_that_does_not_hold_the_session_reports_the_same_sandbox() -> 
     Ok(())
 }
 
+/// The parent and process group of `pid`, from `/proc/<pid>/stat`.
+fn parent_and_group(pid: u32) -> Result<(u32, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after_name = stat.rsplit_once(')').context("stat without a name")?.1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    Ok((fields[1].parse()?, fields[2].parse()?))
+}
+
+#[tokio::test]
+async fn a_cancelled_confined_command_takes_its_whole_group_with_it() -> Result<()> {
+    // The leader records itself, a grandchild that ignores SIGTERM records itself, and both wait.
+    let command =
+        "sh -c 'trap \"\" TERM; echo $$ > sleeper.pid; exec sleep 1000' & echo $$ > leader.pid; wait";
+    let lines = [shell_call_line("tc-1", command), "text: never".to_owned()];
+    let scripts: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let sandboxed = Sandboxed::new()?.scripted(&scripts, json!({"sandbox_mode": "workspace-write"}))?;
+    let mut wire = sandboxed.spawn(&[]).await?;
+    initialize_enforced(&mut wire).await?;
+    let prompt = wire.start_prompt(json!("run it")).await?;
+    let leader = crate::common::wait_for_pid(&sandboxed.work().join("leader.pid")).await?;
+    let sleeper = crate::common::wait_for_pid(&sandboxed.work().join("sleeper.pid")).await?;
+    // Started by the session's spawner, leading a group of its own that holds the grandchild.
+    let (parent, group) = parent_and_group(leader)?;
+    assert_eq!(group, leader);
+    assert_eq!(parent_and_group(sleeper)?.1, leader);
+    let parent_cmdline = std::fs::read(format!("/proc/{parent}/cmdline"))?;
+    assert!(
+        String::from_utf8_lossy(&parent_cmdline).contains("__sandbox-spawner"),
+        "the command's parent is not the spawner: {}",
+        String::from_utf8_lossy(&parent_cmdline)
+    );
+    let cancel = wire.request("cancel", json!({})).await?;
+    wire.response_to(&cancel).await?;
+    let response = wire.response_to(&prompt).await?;
+    assert_eq!(response["result"]["status"], "cancelled");
+    crate::common::wait_until_gone(sleeper, "the grandchild of the cancelled command").await?;
+    crate::common::wait_until_gone(leader, "the cancelled command").await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn the_default_changes_nothing_and_says_so() -> Result<()> {
     let lines = [

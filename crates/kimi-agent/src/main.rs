@@ -23,6 +23,13 @@ fn main() -> ExitCode {
         kimi_core::guardian::main();
         return ExitCode::SUCCESS;
     }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == kimi_core::sandbox::spawner::SUBCOMMAND)
+    {
+        kimi_core::sandbox::spawner::main();
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     if let Err(e) = cli.validate() {
         e.exit();

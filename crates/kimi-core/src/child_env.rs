@@ -80,6 +80,11 @@ impl ChildEnv {
         self.vars.get(OsStr::new(name)).map(OsString::as_os_str)
     }
 
+    /// The variables, in name order.
+    pub fn vars(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.vars.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    }
+
     /// Replaces `command`'s environment with this one.
     pub fn apply_to(&self, command: &mut tokio::process::Command) {
         command.env_clear().envs(&self.vars);

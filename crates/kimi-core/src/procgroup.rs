@@ -2,7 +2,10 @@
 //! grace period, SIGKILL). Commands we start run in their own group, so stopping the group also stops
 //! whatever they started.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -11,13 +14,14 @@ use nix::unistd::Pid;
 use tokio::time::Instant;
 
 use crate::sandbox::CommandSandbox;
+use crate::sandbox::spawner::{SpawnRequest, SpawnStdio, SpawnedChild};
 
 /// `shell -c command` in `cwd`, in a process group of its own, with no stdin, as the Shell tool and
 /// background tasks run commands (the caller sets where the output goes). The environment is the
-/// children's ([`crate::child_env`]); `SHELL` names the shell, and git fails instead of asking for
-/// credentials nobody will type (reference). A confined command (`sandbox`) confines itself in the
-/// child before the shell starts, in a session (so a group) of its own; preparing its rules may fail,
-/// and then nothing is started.
+/// children's ([`crate::child_env`]) and [`shell_vars`]. A confined command (`sandbox`) confines itself
+/// in the child before the shell starts, in a session (so a group) of its own; preparing its rules may
+/// fail, and then nothing is started. (A command the session's spawner can start goes through
+/// [`spawn_shell`] instead.)
 pub fn shell_command(
     shell: &Path,
     command: &str,
@@ -29,15 +33,110 @@ pub fn shell_command(
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
-        .env("SHELL", shell)
+        .envs(shell_vars(shell))
         .stdin(std::process::Stdio::null());
     if !sandbox.confine(cmd.as_std_mut())? {
         cmd.process_group(0);
     }
-    if std::env::var_os("GIT_TERMINAL_PROMPT").is_none() {
-        cmd.env("GIT_TERMINAL_PROMPT", "0");
-    }
     Ok(cmd)
+}
+
+/// What a shell command gets on top of the children's environment: `SHELL` names the shell, and git
+/// fails instead of asking for credentials nobody will type (reference).
+fn shell_vars(shell: &Path) -> Vec<(OsString, OsString)> {
+    let mut vars = vec![("SHELL".into(), shell.into())];
+    if std::env::var_os("GIT_TERMINAL_PROMPT").is_none() {
+        vars.push(("GIT_TERMINAL_PROMPT".into(), "0".into()));
+    }
+    vars
+}
+
+/// Starts `shell -c command` as [`shell_command`] describes, its stdout and stderr going to `stdout`
+/// and `stderr`: through the session's spawner when the sandbox starts it there
+/// ([`CommandSandbox::uses_spawner`]), else as our own child (killed if dropped unwaited).
+pub async fn spawn_shell(
+    shell: &Path,
+    command: &str,
+    cwd: &Path,
+    sandbox: &CommandSandbox,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+) -> std::io::Result<GroupChild> {
+    if sandbox.uses_spawner() {
+        let env = crate::child_env::current()
+            .vars()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .chain(shell_vars(shell))
+            .collect();
+        let request = SpawnRequest {
+            program: absolute(shell),
+            args: vec!["-c".into(), command.into()],
+            env,
+            cwd: cwd.to_owned(),
+        };
+        let stdio = SpawnStdio {
+            stdin: crate::sandbox::spawner::null()?,
+            stdout,
+            stderr,
+        };
+        return Ok(GroupChild::Spawned(sandbox.spawn(request, stdio).await?));
+    }
+    let mut cmd = shell_command(shell, command, cwd, sandbox)?;
+    cmd.stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .kill_on_drop(true);
+    // `cmd` goes at the end of this statement, and with it our copies of the output's descriptors.
+    Ok(GroupChild::Own(cmd.spawn()?))
+}
+
+/// `program` as an absolute path: the spawner looks up nothing (a bare name is resolved here, in our
+/// `PATH`, as a shell started directly would be).
+fn absolute(program: &Path) -> PathBuf {
+    if program.is_absolute() {
+        return program.to_owned();
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| program.to_owned())
+}
+
+/// A started command, leader of its own process group: our own child, or one the sandbox's spawner
+/// started (and reaps, reporting its status).
+#[derive(Debug)]
+pub enum GroupChild {
+    /// Started by us (unconfined, or confining itself in the child).
+    Own(tokio::process::Child),
+    /// Started by the session's spawner.
+    Spawned(SpawnedChild),
+}
+
+impl GroupChild {
+    /// Its pid, also its process group's id; `None` once tokio has reaped our own child.
+    pub fn id(&self) -> Option<u32> {
+        match self {
+            Self::Own(child) => child.id(),
+            Self::Spawned(child) => Some(child.id()),
+        }
+    }
+
+    /// Waits for it to end.
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Self::Own(child) => child.wait().await,
+            Self::Spawned(child) => child.wait().await,
+        }
+    }
+
+    /// Its status if it has ended (reaping our own child's zombie).
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        match self {
+            Self::Own(child) => child.try_wait(),
+            Self::Spawned(child) => child.try_wait(),
+        }
+    }
 }
 
 /// How often a stopping group is checked for survivors.

@@ -13,7 +13,7 @@
 //! before the fork: no allocation, no locks.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
@@ -88,6 +88,16 @@ impl PrivateNetwork {
         Ok(Self { net, user })
     }
 
+    /// The namespaces as the spawner receives them: the network's, and the user namespace owning it.
+    pub(crate) fn from_fds(net: OwnedFd, user: Option<OwnedFd>) -> Self {
+        Self { net, user }
+    }
+
+    /// The descriptors to hand to the spawner: the network namespace's, then the user namespace's.
+    pub(crate) fn fds(&self) -> (BorrowedFd<'_>, Option<BorrowedFd<'_>>) {
+        (self.net.as_fd(), self.user.as_ref().map(AsFd::as_fd))
+    }
+
     /// Whether it lives in a user namespace of its own.
     #[cfg(test)]
     pub(crate) fn has_user_namespace(&self) -> bool {
@@ -132,8 +142,8 @@ impl Unshare {
 }
 
 impl ChildSetup {
-    /// Steps 1 to 3 of the module doc, in the child.
-    fn enter(&self) -> io::Result<()> {
+    /// Steps 1 to 3 of the module doc, in the child (or in the spawner, which its children inherit).
+    pub(crate) fn enter(&self) -> io::Result<()> {
         nix::unistd::setsid()?;
         if let Some(network) = &self.network {
             network.join()?;

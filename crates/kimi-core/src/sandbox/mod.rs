@@ -6,7 +6,8 @@
 //!   `sandbox_network`, `sandbox_writable_roots`), with codex's mode names;
 //! - `roots`: the writable roots of a command;
 //! - `rules`: the kernel's Landlock ABI and the ruleset of one command;
-//! - `child`: what a confined child does between fork and exec (the one place with `unsafe`);
+//! - `child`: what a confined child does between fork and exec, or the spawner before it serves;
+//! - [`spawner`]: the process, confined once, that starts the confined commands with `posix_spawn`;
 //! - `probe`: the start-up trial that decides the [`Enforcement`];
 //! - [`Sandbox`]: the policy, that verdict and (read-only mode) the private temp dir. It hands out a
 //!   [`CommandSandbox`] for each command and checks the in-process file tools' writes.
@@ -19,6 +20,7 @@ mod child;
 mod probe;
 mod roots;
 mod rules;
+pub mod spawner;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use child::{ChildSetup, PrivateNetwork};
+use spawner::{SpawnRequest, SpawnStdio, SpawnedChild, Spawners};
 
 /// How much of the file system the model's commands may change (codex's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -178,6 +181,8 @@ pub struct Sandbox {
     private_network: Option<Arc<PrivateNetwork>>,
     /// `$HOME`, for `~` in `sandbox_writable_roots`.
     home: Option<PathBuf>,
+    /// When the policy is enforced: what starts the confined commands.
+    spawners: Option<Arc<Spawners>>,
 }
 
 impl Default for Sandbox {
@@ -195,6 +200,7 @@ impl Sandbox {
             private_tmp: None,
             private_network: None,
             home: None,
+            spawners: None,
         }
     }
 
@@ -209,6 +215,7 @@ impl Sandbox {
             private_tmp: None,
             private_network: None,
             home,
+            spawners: None,
         };
         if sandbox.policy.is_unconfined() {
             return sandbox;
@@ -236,6 +243,9 @@ impl Sandbox {
             }
         }
         sandbox.enforcement = probe::run(&sandbox);
+        if matches!(sandbox.enforcement, Enforcement::Enforced { .. }) {
+            sandbox.spawners = Some(Arc::new(Spawners::new(sandbox.private_network.clone())));
+        }
         sandbox
     }
 
@@ -335,6 +345,7 @@ impl Sandbox {
             writable_files: Vec::new(),
             network: self.private_network.clone(),
             tmpdir: self.private_tmp.as_ref().map(|d| d.path().to_path_buf()),
+            spawners: self.spawners.clone(),
         }))
     }
 
@@ -395,6 +406,8 @@ struct Confined {
     network: Option<Arc<PrivateNetwork>>,
     /// `TMPDIR` for the command (read-only mode's private temp dir).
     tmpdir: Option<PathBuf>,
+    /// The session's spawners (`None` in the start-up trial, which confines its child itself).
+    spawners: Option<Arc<Spawners>>,
 }
 
 impl CommandSandbox {
@@ -416,6 +429,39 @@ impl CommandSandbox {
             confined.writable_files.push(file);
         }
         self
+    }
+
+    /// Whether the command is started by the session's spawner ([`CommandSandbox::spawn`]): it is
+    /// confined and needs nothing the spawner's fixed confinement lacks. Otherwise the caller starts it:
+    /// unconfined in a process group of its own, or confining itself ([`CommandSandbox::confine`]),
+    /// which a background task does for the single file it may write besides (its log).
+    pub fn uses_spawner(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|c| c.spawners.is_some() && c.writable_files.is_empty())
+    }
+
+    /// Starts `request` through the session's spawner, confined, in a process group of its own, with
+    /// read-only mode's `TMPDIR` added. Fails when [`CommandSandbox::uses_spawner`] is `false`, or the
+    /// spawner cannot start, confine itself or reach the end of the request: the command is then not
+    /// run at all.
+    pub async fn spawn(&self, mut request: SpawnRequest, stdio: SpawnStdio) -> std::io::Result<SpawnedChild> {
+        let (Some(confined), true) = (&self.0, self.uses_spawner()) else {
+            return Err(std::io::Error::other(
+                "this command is not started by the sandbox's spawner",
+            ));
+        };
+        let Some(spawners) = &confined.spawners else {
+            return Err(std::io::Error::other("the sandbox has no spawner"));
+        };
+        if let Some(tmpdir) = &confined.tmpdir {
+            request.env.push(("TMPDIR".into(), tmpdir.into()));
+        }
+        let (abi, roots) = match &confined.landlock {
+            Some((abi, roots)) => (rules::abi_number(*abi), roots.as_slice()),
+            None => (0, &[][..]),
+        };
+        spawners.spawn(abi, roots, request, stdio).await
     }
 
     /// Sets `cmd` up so that the child confines itself before it runs anything: a session of its own
@@ -481,6 +527,7 @@ mod tests {
             private_tmp,
             private_network: None,
             home: None,
+            spawners: None,
         }
     }
 
@@ -612,6 +659,7 @@ mod tests {
             writable_files: Vec::new(),
             network: Some(network),
             tmpdir: None,
+            spawners: None,
         }));
         let file = dir.path().join("made-inside");
         // Python's socket module, as bash's /dev/tcp may not be there: connect to the host's listener.

@@ -45,25 +45,33 @@ pub(crate) fn rights_abi(kernel: ABI) -> ABI {
     kernel.min(NEWEST)
 }
 
+/// Every ABI this crate version knows, oldest first: ABI `n` is at index `n - 1`.
+const KNOWN: [ABI; 10] = [
+    ABI::V1,
+    ABI::V2,
+    ABI::V3,
+    ABI::V4,
+    ABI::V5,
+    ABI::V6,
+    ABI::V7,
+    ABI::V8,
+    ABI::V9,
+    ABI::V10,
+];
+
 /// The number of `abi`, for people and the protocol.
 pub(crate) fn abi_number(abi: ABI) -> u32 {
-    const KNOWN: [ABI; 10] = [
-        ABI::V1,
-        ABI::V2,
-        ABI::V3,
-        ABI::V4,
-        ABI::V5,
-        ABI::V6,
-        ABI::V7,
-        ABI::V8,
-        ABI::V9,
-        ABI::V10,
-    ];
     KNOWN
         .iter()
         .position(|a| *a == abi)
         .and_then(|i| u32::try_from(i + 1).ok())
         .unwrap_or(0)
+}
+
+/// The ABI numbered `number` ([`abi_number`]'s inverse), as the spawner receives it.
+pub(crate) fn abi_from_number(number: u32) -> Option<ABI> {
+    let index = usize::try_from(number).ok()?.checked_sub(1)?;
+    KNOWN.get(index).copied()
 }
 
 /// The rights on a single file (device files, a task's log): no execution.
@@ -125,5 +133,10 @@ mod tests {
         assert_eq!(abi_number(ABI::V10), 10);
         assert_eq!(rights_abi(ABI::V5), ABI::V5);
         assert_eq!(rights_abi(ABI::V10), NEWEST);
+        for abi in KNOWN {
+            assert_eq!(abi_from_number(abi_number(abi)), Some(abi));
+        }
+        assert_eq!(abi_from_number(0), None);
+        assert_eq!(abi_from_number(11), None);
     }
 }

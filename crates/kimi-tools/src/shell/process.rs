@@ -14,20 +14,22 @@
 //! group at once. While the command runs, its group is registered with the process guardian
 //! (`kimi_core::guardian`), which kills it if the agent is killed before it can do so itself.
 //!
+//! A confined command is started by the sandbox's spawner (`kimi_core::sandbox::spawner`), which reaps
+//! it and reports its status; it is stopped through its group exactly the same way.
+//!
 //! When the command ends on its own, processes it left running in the background are not touched,
 //! as in the reference.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-use kimi_core::procgroup::{self, GroupGuard};
+use kimi_core::procgroup::{self, GroupChild, GroupGuard};
 use kimi_core::sandbox::CommandSandbox;
 use nix::sys::signal::Signal;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
-use tokio::process::Child;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -91,15 +93,18 @@ pub(crate) async fn run(
 ) -> io::Result<Outcome> {
     let deadline = Instant::now() + limits.timeout;
     let (reader, writer) = io::pipe()?;
-    let mut command = procgroup::shell_command(cmd.shell, cmd.command, cmd.cwd, cmd.sandbox)?;
-    command
-        .stdout(Stdio::from(writer.try_clone()?))
-        .stderr(Stdio::from(writer))
-        .kill_on_drop(true);
+    let writer = OwnedFd::from(writer);
     kimi_core::guardian::start();
-    let mut child = command.spawn()?;
-    // The command still holds our copies of the pipe's write end; without dropping it, EOF never comes.
-    drop(command);
+    // Our copies of the pipe's write end go with the spawn: EOF comes when the command's do.
+    let mut child = procgroup::spawn_shell(
+        cmd.shell,
+        cmd.command,
+        cmd.cwd,
+        cmd.sandbox,
+        writer.try_clone()?,
+        writer,
+    )
+    .await?;
     let group = match child.id() {
         Some(pid) => GroupGuard::watch(pid),
         None => return Err(io::Error::other("the shell exited before it could be tracked")),
@@ -142,7 +147,7 @@ pub(crate) async fn run(
 /// SIGTERM to the group, a grace period while the pipe keeps draining, SIGKILL to whatever is left, then
 /// a short, bounded wait for the last output and the exit status.
 async fn terminate(
-    child: &mut Child,
+    child: &mut GroupChild,
     group: &GroupGuard,
     output: &mut Output,
     grace: Duration,
