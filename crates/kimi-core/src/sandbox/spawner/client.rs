@@ -25,6 +25,7 @@ use crate::sandbox::child::PrivateNetwork;
 #[derive(Debug, Clone)]
 pub(crate) struct Launcher {
     pub program: PathBuf,
+    /// Its arguments, without the program.
     pub args: Vec<OsString>,
     /// Set after the children's environment.
     pub env: Vec<(OsString, OsString)>,
@@ -59,14 +60,18 @@ pub struct SpawnRequest {
     pub args: Vec<OsString>,
     /// The whole environment (nothing is inherited from the spawner), later entries winning.
     pub env: Vec<(OsString, OsString)>,
+    /// Where it runs.
     pub cwd: PathBuf,
 }
 
 /// Where a spawned command's stdin, stdout and stderr go: our copies are closed once sent.
 #[derive(Debug)]
 pub struct SpawnStdio {
+    /// Its standard input.
     pub stdin: OwnedFd,
+    /// Its standard output.
     pub stdout: OwnedFd,
+    /// Its standard error.
     pub stderr: OwnedFd,
 }
 
