@@ -57,6 +57,7 @@ pub(crate) struct Policy {
 pub struct SpawnRequest {
     /// An absolute path.
     pub program: PathBuf,
+    /// Its arguments, without the program.
     pub args: Vec<OsString>,
     /// The whole environment (nothing is inherited from the spawner), later entries winning.
     pub env: Vec<(OsString, OsString)>,
