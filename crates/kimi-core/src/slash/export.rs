@@ -10,7 +10,7 @@ use kimi_wire::message::{ContentPart, ToolCall};
 use serde_json::Value;
 
 use crate::context::{Context, estimate_tokens};
-use crate::soul::{Soul, TurnError, system};
+use crate::soul::{CommandContext, TurnError, system};
 use crate::text::shorten;
 
 /// Largest file or session `/import` takes (reference: 10 MB).
@@ -103,84 +103,85 @@ const SENSITIVE: [&str; 8] = [
     ".keystore",
 ];
 
-impl Soul {
-    pub(super) async fn export_command(&self, args: &str) {
-        let Some(session) = self.session_info().cloned() else {
-            self.say("No messages to export.").await;
+/// Runs `/export`.
+pub(super) async fn export_command(cx: &CommandContext<'_>, args: &str) {
+    let Some(session) = cx.session() else {
+        cx.say("No messages to export.").await;
+        return;
+    };
+    let (markdown, count) = {
+        let context = cx.conversation().await;
+        if context.messages().is_empty() {
+            drop(context);
+            cx.say("No messages to export.").await;
             return;
-        };
-        let (markdown, count) = {
-            let context = self.context.lock().await;
-            if context.messages().is_empty() {
-                drop(context);
-                self.say("No messages to export.").await;
-                return;
-            }
-            let now = chrono::Local::now();
-            let markdown = export_markdown(
-                &session.id,
-                &session.work_dir,
-                context.messages(),
-                context.token_count(),
-                &now.to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
-            );
-            (markdown, context.messages().len())
-        };
-        let short_id: String = session.id.chars().take(8).collect();
-        let file_name = format!(
-            "kimi-export-{short_id}-{}.md",
-            chrono::Local::now().format("%Y%m%d-%H%M%S")
+        }
+        let now = chrono::Local::now();
+        let markdown = export_markdown(
+            &session.id,
+            &session.work_dir,
+            context.messages(),
+            context.token_count(),
+            &now.to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
         );
-        let output = export_target(unquote(args), &session.work_dir, &file_name);
-        let written = output
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&output, markdown));
-        if let Err(e) = written {
-            self.say(&format!("Failed to write export file: {e}")).await;
-            return;
-        }
-        self.say(&format!("Exported {count} messages to {}", shorten_home(&output)))
-            .await;
-        self.say("  Note: The exported file may contain sensitive information. Please be cautious when sharing it externally.")
-            .await;
+        (markdown, context.messages().len())
+    };
+    let short_id: String = session.id.chars().take(8).collect();
+    let file_name = format!(
+        "kimi-export-{short_id}-{}.md",
+        chrono::Local::now().format("%Y%m%d-%H%M%S")
+    );
+    let output = export_target(unquote(args), &session.work_dir, &file_name);
+    let written = output
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&output, markdown));
+    if let Err(e) = written {
+        cx.say(&format!("Failed to write export file: {e}")).await;
+        return;
     }
+    cx.say(&format!("Exported {count} messages to {}", shorten_home(&output)))
+        .await;
+    cx.say("  Note: The exported file may contain sensitive information. Please be cautious when sharing it externally.")
+            .await;
+}
 
-    pub(super) async fn import_command(&self, args: &str) -> Result<(), TurnError> {
-        let target = unquote(args);
-        if target.is_empty() {
-            self.say("Usage: /import <file_path or session_id>").await;
-            return Ok(());
-        }
-        let Some(session) = self.session_info().cloned() else {
-            self.say(&format!("'{target}' is not a valid file path or session ID."))
-                .await;
-            return Ok(());
+/// Runs `/import`.
+pub(super) async fn import_command(cx: &CommandContext<'_>, args: &str) -> Result<(), TurnError> {
+    let target = unquote(args);
+    if target.is_empty() {
+        cx.say("Usage: /import <file_path or session_id>").await;
+        return Ok(());
+    }
+    let Some(session) = cx.session() else {
+        cx.say(&format!("'{target}' is not a valid file path or session ID."))
+            .await;
+        return Ok(());
+    };
+    let (content, source) =
+        match import_source(target, &session.id, &session.work_dir, &session.share_dir).await {
+            Ok(found) => found,
+            Err(message) => {
+                cx.say(&message).await;
+                return Ok(());
+            }
         };
-        let (content, source) =
-            match import_source(target, &session.id, &session.work_dir, &session.share_dir).await {
-                Ok(found) => found,
-                Err(message) => {
-                    self.say(&message).await;
-                    return Ok(());
-                }
-            };
-        let message = Message::user(vec![
-            system(&format!(
-                "The user imported earlier conversation or notes from {source}. Treat it as background for this session and use what is relevant."
-            )),
-            ContentPart::text(format!(
-                "<imported_context source=\"{source}\">\n{content}\n</imported_context>"
-            )),
-        ]);
-        let estimated = estimate_tokens(std::slice::from_ref(&message));
-        {
-            let mut context = self.context.lock().await;
-            let current = context.token_count();
-            let limit = self.model.max_context_size;
-            if limit > 0 && current + estimated > limit {
-                drop(context);
-                self.say(&format!(
+    let message = Message::user(vec![
+        system(&format!(
+            "The user imported earlier conversation or notes from {source}. Treat it as background for this session and use what is relevant."
+        )),
+        ContentPart::text(format!(
+            "<imported_context source=\"{source}\">\n{content}\n</imported_context>"
+        )),
+    ]);
+    let estimated = estimate_tokens(std::slice::from_ref(&message));
+    {
+        let mut context = cx.conversation().await;
+        let current = context.token_count();
+        let limit = cx.max_context_size();
+        if limit > 0 && current + estimated > limit {
+            drop(context);
+            cx.say(&format!(
                     "Imported content is too large for the current model context (~{} import tokens + {} existing = ~{} total > {} token limit). Please import a smaller file or session.",
                     thousands(estimated),
                     thousands(current),
@@ -188,26 +189,25 @@ impl Soul {
                     thousands(limit)
                 ))
                 .await;
-                return Ok(());
-            }
-            context.append(message)?;
-            context.update_token_count(current + estimated)?;
+            return Ok(());
         }
-        self.say(&format!(
-            "Imported context from {source} ({} chars).",
-            content.chars().count()
-        ))
-        .await;
-        let file_name = Path::new(target)
-            .file_name()
-            .map(|n| n.to_string_lossy().to_lowercase())
-            .unwrap_or_default();
-        if source.starts_with("file") && SENSITIVE.iter().any(|s| file_name.contains(s)) {
-            self.say("Warning: This file may contain secrets (API keys, tokens, credentials). The content is now part of your session context.")
-                .await;
-        }
-        Ok(())
+        context.append(message)?;
+        context.update_token_count(current + estimated)?;
     }
+    cx.say(&format!(
+        "Imported context from {source} ({} chars).",
+        content.chars().count()
+    ))
+    .await;
+    let file_name = Path::new(target)
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if source.starts_with("file") && SENSITIVE.iter().any(|s| file_name.contains(s)) {
+        cx.say("Warning: This file may contain secrets (API keys, tokens, credentials). The content is now part of your session context.")
+                .await;
+    }
+    Ok(())
 }
 
 /// Strips one pair of matching outer quotes (a path dragged into a terminal), and surrounding spaces.

@@ -4,7 +4,9 @@
 //! the command needs one (`/compact`, `/init`, skills and flows).
 //!
 //! Layout: this file (parsing, the table, dispatch and the small toggles), `skill` (`/skill:<name>`),
-//! `flow` (`/flow:<name>`), `init` (`/init`), `plan` (`/plan`), `export` (`/export`, `/import`).
+//! `flow` (`/flow:<name>`), `init` (`/init`), `plan` (`/plan`), `export` (`/export`, `/import`),
+//! `add_dir` (`/add-dir`). Each command is a function of a [`CommandContext`], the narrow view of the
+//! running turn the soul makes for it; none reaches into the soul itself.
 
 mod add_dir;
 mod export;
@@ -13,13 +15,11 @@ mod init;
 mod plan;
 mod skill;
 
-use kimi_wire::message::{ContentPart, Event, StatusUpdate, UserInput};
+use kimi_wire::message::UserInput;
 use kimi_wire::params::SlashCommandInfo;
-use tokio_util::sync::CancellationToken;
 
-use crate::approval::ApprovalSource;
 use crate::skills::{SkillCommand, Skills};
-use crate::soul::{Soul, TurnError, TurnOutcome};
+use crate::soul::{CommandContext, TurnError, TurnOutcome};
 
 /// A command name with its description and aliases, as `initialize` lists them.
 struct Command {
@@ -124,139 +124,96 @@ pub fn commands(skills: Option<&Skills>) -> Vec<SlashCommandInfo> {
     commands
 }
 
-impl Soul {
-    /// Runs `input` as a slash command if it is one; `None` means "not a command, run a normal turn".
-    pub(crate) async fn run_slash_command(
-        &self,
-        input: &UserInput,
-        source: &ApprovalSource,
-        cancel: &CancellationToken,
-    ) -> Option<Result<TurnOutcome, TurnError>> {
-        let UserInput::Text(text) = input else { return None };
-        let (name, args) = parse(text.trim_start())?;
-        Some(self.dispatch(name, args, source, cancel).await)
-    }
+/// Runs `input` as a slash command if it is one; `None` means "not a command, run a normal turn". The
+/// soul's one way in (`Soul::run_slash_command` makes the context).
+pub(crate) async fn run(
+    cx: &CommandContext<'_>,
+    input: &UserInput,
+) -> Option<Result<TurnOutcome, TurnError>> {
+    let UserInput::Text(text) = input else { return None };
+    let (name, args) = parse(text.trim_start())?;
+    Some(dispatch(cx, name, args).await)
+}
 
-    async fn dispatch(
-        &self,
-        name: &str,
-        args: &str,
-        source: &ApprovalSource,
-        cancel: &CancellationToken,
-    ) -> Result<TurnOutcome, TurnError> {
-        let builtin = COMMANDS
-            .iter()
-            .find(|c| c.name == name || c.aliases.contains(&name))
-            .map(|c| c.name);
-        match builtin {
-            Some("init") => return self.init_agents_md(source, cancel).await,
-            Some("plan") => self.plan_command(args).await,
-            Some("export") => self.export_command(args).await,
-            Some("import") => self.import_command(args).await?,
-            Some("add-dir") => self.add_dir_command(args).await?,
-            Some("yolo") => self.toggle_yolo().await,
-            Some(kimi_wire::side_question::COMMAND) => self.side_question(args).await?,
-            Some("afk") => self.toggle_afk().await,
-            Some("clear") => {
-                self.context.lock().await.clear().await?;
-                self.say("The context has been cleared.").await;
-                self.events
-                    .emit(Event::StatusUpdate(self.context_status().await))
-                    .await;
-            }
-            Some("compact") => {
-                if !self.context.lock().await.has_checkpoints() {
-                    self.say("The context is empty.").await;
-                    return Ok(TurnOutcome::Finished);
-                }
-                if self.llm.is_none() {
-                    return Err(TurnError::LlmNotSet);
-                }
-                self.compact(crate::soul::compaction::CompactionTrigger::Manual, args)
-                    .await?;
-                self.say("The context has been compacted.").await;
-                self.events
-                    .emit(Event::StatusUpdate(self.context_status().await))
-                    .await;
-            }
-            Some(other) => {
-                self.say(&format!(
-                    "The /{other} command is not available in this version of kimi-agent."
-                ))
-                .await;
-            }
-            None => {
-                let skills = self.skills().cloned();
-                return match skills.as_deref().and_then(|s| s.command(name)) {
-                    Some(SkillCommand::Run(skill)) => self.run_skill(skill, args, source, cancel).await,
-                    Some(SkillCommand::Walk(skill, flow)) => {
-                        self.walk_flow(skill, flow, args, source, cancel).await
-                    }
-                    None => {
-                        self.say(&format!("Unknown slash command \"/{name}\".")).await;
-                        Ok(TurnOutcome::Finished)
-                    }
-                };
-            }
+async fn dispatch(cx: &CommandContext<'_>, name: &str, args: &str) -> Result<TurnOutcome, TurnError> {
+    let builtin = COMMANDS
+        .iter()
+        .find(|c| c.name == name || c.aliases.contains(&name))
+        .map(|c| c.name);
+    match builtin {
+        Some("init") => return init::init_agents_md(cx).await,
+        Some("plan") => plan::plan_command(cx, args).await,
+        Some("export") => export::export_command(cx, args).await,
+        Some("import") => export::import_command(cx, args).await?,
+        Some("add-dir") => add_dir::add_dir_command(cx, args).await?,
+        Some("yolo") => toggle_yolo(cx).await,
+        Some(kimi_wire::side_question::COMMAND) => cx.side_question(args).await?,
+        Some("afk") => toggle_afk(cx).await,
+        Some("clear") => {
+            cx.conversation().await.clear().await?;
+            cx.say("The context has been cleared.").await;
+            cx.status(cx.context_status().await).await;
         }
-        Ok(TurnOutcome::Finished)
-    }
-
-    async fn toggle_yolo(&self) {
-        let state = self.approvals.state();
-        if state.yolo {
-            self.approvals.set_yolo(false);
-            if state.afk {
-                self.say("Yolo disabled, but afk is still on \u{2014} tool calls remain auto-approved. Use /afk to turn off afk.").await;
-            } else {
-                self.say("You only die once! Actions will require approval.")
-                    .await;
+        Some("compact") => {
+            if !cx.conversation().await.has_checkpoints() {
+                cx.say("The context is empty.").await;
+                return Ok(TurnOutcome::Finished);
             }
-        } else {
-            self.approvals.set_yolo(true);
-            self.say("You only live once! All actions will be auto-approved.")
-                .await;
+            cx.require_model()?;
+            cx.compact(args).await?;
+            cx.say("The context has been compacted.").await;
+            cx.status(cx.context_status().await).await;
+        }
+        Some(other) => {
+            cx.say(&format!(
+                "The /{other} command is not available in this version of kimi-agent."
+            ))
+            .await;
+        }
+        None => {
+            return match cx.skills().and_then(|s| s.command(name)) {
+                Some(SkillCommand::Run(skill)) => skill::run_skill(cx, skill, args).await,
+                Some(SkillCommand::Walk(skill, flow)) => flow::walk_flow(cx, skill, flow, args).await,
+                None => {
+                    cx.say(&format!("Unknown slash command \"/{name}\".")).await;
+                    Ok(TurnOutcome::Finished)
+                }
+            };
         }
     }
+    Ok(TurnOutcome::Finished)
+}
 
-    async fn toggle_afk(&self) {
-        let state = self.approvals.state();
+async fn toggle_yolo(cx: &CommandContext<'_>) {
+    let state = cx.approval_modes();
+    if state.yolo {
+        cx.set_yolo(false);
         if state.afk {
-            self.approvals.set_afk(false);
-            if state.yolo {
-                self.say("afk mode disabled. You are back at the terminal. Yolo is still on.")
-                    .await;
-            } else {
-                self.say("afk mode disabled. You are back at the terminal.").await;
-            }
+            cx.say("Yolo disabled, but afk is still on \u{2014} tool calls remain auto-approved. Use /afk to turn off afk.").await;
         } else {
-            self.approvals.set_afk(true);
-            self.say(
-                "afk mode enabled. AskUserQuestion will be auto-dismissed and tool calls auto-approved.",
-            )
-            .await;
+            cx.say("You only die once! Actions will require approval.").await;
         }
-    }
-
-    pub(crate) async fn say(&self, text: &str) {
-        self.events
-            .emit(Event::ContentPart(ContentPart::text(text)))
+    } else {
+        cx.set_yolo(true);
+        cx.say("You only live once! All actions will be auto-approved.")
             .await;
     }
+}
 
-    /// A `StatusUpdate` with only the context figures set.
-    pub(crate) async fn context_status(&self) -> StatusUpdate {
-        let tokens = self.context.lock().await.token_count();
-        let max = self.model.max_context_size;
-        StatusUpdate {
-            context_usage: Some(if max > 0 { tokens as f64 / max as f64 } else { 0.0 }),
-            context_tokens: Some(tokens),
-            max_context_tokens: Some(max),
-            token_usage: None,
-            message_id: None,
-            plan_mode: None,
-            mcp_status: None,
+async fn toggle_afk(cx: &CommandContext<'_>) {
+    let state = cx.approval_modes();
+    if state.afk {
+        cx.set_afk(false);
+        if state.yolo {
+            cx.say("afk mode disabled. You are back at the terminal. Yolo is still on.")
+                .await;
+        } else {
+            cx.say("afk mode disabled. You are back at the terminal.").await;
         }
+    } else {
+        cx.set_afk(true);
+        cx.say("afk mode enabled. AskUserQuestion will be auto-dismissed and tool calls auto-approved.")
+            .await;
     }
 }
 

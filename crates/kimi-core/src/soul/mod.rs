@@ -1,6 +1,7 @@
 //! The agent loop: a turn is a sequence of steps; a step is one model call plus the tool calls it asked
 //! for. See [`Soul::run_turn`].
 
+mod command;
 pub(crate) mod compaction;
 mod message;
 mod notify;
@@ -9,6 +10,7 @@ mod remind;
 mod retry;
 mod step;
 mod turn;
+mod walk;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -31,6 +33,7 @@ use crate::skills::Skills;
 use crate::sync::lock;
 use crate::toolset::{DedupTracker, Toolset};
 
+pub(crate) use command::CommandContext;
 pub use message::{system, tool_result_message};
 pub use ralph::RalphLoop;
 pub use retry::RetryBackoff;
@@ -224,6 +227,30 @@ impl Soul {
         }
     }
 
+    /// A soul sharing this one's model, tools, approvals, hooks, events, plan mode, skills and MCP
+    /// servers, with an empty context that is not written anywhere (`/init` works in one); the only
+    /// constructor call besides `assemble::soul`.
+    pub(crate) async fn scratch(&self) -> Soul {
+        let system_prompt = self.context.lock().await.system_prompt().to_owned();
+        Soul::new(SoulParts {
+            llm: self.llm.clone(),
+            model: self.model.clone(),
+            settings: self.settings,
+            context: Context::in_memory(system_prompt),
+            toolset: Arc::clone(&self.toolset),
+            approvals: Arc::clone(&self.approvals),
+            events: self.events.clone(),
+            hooks: Arc::clone(&self.hooks),
+            plan: Arc::clone(&self.plan),
+            subagent: None,
+            mcp: self.mcp.clone(),
+            skills: self.skills.clone(),
+            session: None,
+            notifications: None,
+            reminders: Reminders::none(),
+        })
+    }
+
     /// The session's skills, if it has any.
     pub fn skills(&self) -> Option<&Arc<Skills>> {
         self.skills.as_ref()
@@ -256,11 +283,6 @@ impl Soul {
     /// Sets plan mode.
     pub fn set_plan_mode(&self, enabled: bool) {
         self.plan.set(enabled);
-    }
-
-    /// Plan mode itself (shared with the plan tools).
-    pub fn plan_state(&self) -> &Arc<PlanMode> {
-        &self.plan
     }
 
     /// The plan slug of the current plan session, if any.
