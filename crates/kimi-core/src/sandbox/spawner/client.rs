@@ -165,10 +165,10 @@ impl Spawner {
         // A helper that ended at once may close its end before the set-up reaches it: that is the same
         // "ended before it was ready" as a helper that reads it and exits.
         let sent = wire::send(&crate::sync::lock(&spawner.socket), &init, &fds);
-        if let Err(e) = sent {
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                return Err(e);
-            }
+        if let Err(e) = sent
+            && e.kind() != io::ErrorKind::BrokenPipe
+        {
+            return Err(e);
         }
         match ready_rx.await {
             Ok(Ok(())) => Ok(spawner),
