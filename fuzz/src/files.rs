@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use kimi_core::agent_spec::AgentSpec;
-use kimi_core::config::load::{from_text, parse_file_text};
+use kimi_core::AgentSpec;
+use kimi_core::{config_from_text as from_text, parse_config_file_text as parse_file_text};
 
 /// `--config` text, a TOML file and a JSON file: parsing must not panic, and a configuration that parses
 /// serializes again (the default-file writer and `info` do that).

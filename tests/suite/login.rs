@@ -7,7 +7,7 @@ use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, Result, anyhow};
-use kimi_core::config::{Capability, ConfigSource, ProviderType};
+use kimi_core::{Capability, ConfigSource, ProviderType};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
@@ -254,7 +254,7 @@ async fn login_runs_the_device_flow_and_writes_the_accounts_models() -> Result<(
     assert_eq!(polls[0].headers["x-msh-platform"], "kimi_cli");
 
     // The configuration, as the reference writes it.
-    let config = kimi_core::config::load_in(&ConfigSource::Default, &home.share())?;
+    let config = kimi_core::load_config_in(&ConfigSource::Default, &home.share())?;
     let base = format!("{}/v1", account.server.uri());
     let provider = &config.providers["managed:kimi-code"];
     assert_eq!(
@@ -295,10 +295,10 @@ async fn logout_removes_exactly_what_login_wrote() -> Result<()> {
     let own = "default_model = \"own\"\n\n[models.own]\nprovider = \"mine\"\nmodel = \"m\"\nmax_context_size = 1000\n\n\
                [providers.mine]\ntype = \"openai_legacy\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key = \"sk-own\"\n";
     std::fs::write(home.share().join("config.toml"), own)?;
-    let before = kimi_core::config::load_in(&ConfigSource::Default, &home.share())?;
+    let before = kimi_core::load_config_in(&ConfigSource::Default, &home.share())?;
     login(&home, &account, &[]).await?;
     assert_eq!(
-        kimi_core::config::load_in(&ConfigSource::Default, &home.share())?.default_model,
+        kimi_core::load_config_in(&ConfigSource::Default, &home.share())?.default_model,
         "kimi-code/kimi-for-coding"
     );
 
@@ -309,7 +309,7 @@ async fn logout_removes_exactly_what_login_wrote() -> Result<()> {
         "Logged out successfully.\n"
     );
     assert!(!credentials(&home).exists());
-    let mut after = kimi_core::config::load_in(&ConfigSource::Default, &home.share())?;
+    let mut after = kimi_core::load_config_in(&ConfigSource::Default, &home.share())?;
     // Reference: the default model was the account's, so it is cleared, not restored.
     assert_eq!(after.default_model, "");
     after.default_model = before.default_model.clone();

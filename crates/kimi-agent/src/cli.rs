@@ -125,7 +125,7 @@ pub struct Cli {
     /// Confine the model's commands: read-only, workspace-write or danger-full-access (no
     /// confinement). Default: sandbox_mode from the configuration (danger-full-access).
     #[arg(long, value_name = "MODE", value_parser = parse_sandbox_mode)]
-    pub sandbox: Option<kimi_core::sandbox::SandboxMode>,
+    pub sandbox: Option<kimi_core::SandboxMode>,
     /// Append every model call (request and answer) to FILE, a cassette a `_cassette` provider
     /// replays (docs/testing-with-cassettes.md).
     #[arg(long = "record-llm", value_name = "FILE")]
@@ -190,7 +190,7 @@ impl BuiltinAgent {
     pub fn agent_file(self) -> Option<&'static str> {
         match self {
             Self::Default | Self::Okabe => None,
-            Self::KimiCode => Some(kimi_core::agent_spec::KIMI_CODE_AGENT),
+            Self::KimiCode => Some(kimi_core::KIMI_CODE_AGENT),
         }
     }
 }
@@ -317,8 +317,8 @@ impl Cli {
     }
 
     /// Where the configuration comes from: `--config` text, `--config-file`, or the default file.
-    pub fn config_source(&self) -> kimi_core::config::ConfigSource {
-        use kimi_core::config::ConfigSource;
+    pub fn config_source(&self) -> kimi_core::ConfigSource {
+        use kimi_core::ConfigSource;
         match (&self.config, &self.config_file) {
             (Some(text), _) => ConfigSource::Inline(text.clone()),
             (None, Some(path)) => ConfigSource::File(path.clone()),
@@ -506,7 +506,7 @@ fn bad_parameter(kind: ErrorKind, flag: &str, message: &str) -> clap::Error {
     Cli::command().error(kind, format!("Invalid value for {flag}: {message}"))
 }
 
-fn parse_sandbox_mode(raw: &str) -> Result<kimi_core::sandbox::SandboxMode, String> {
+fn parse_sandbox_mode(raw: &str) -> Result<kimi_core::SandboxMode, String> {
     raw.parse()
 }
 
@@ -641,7 +641,7 @@ mod tests {
 
     #[test]
     fn sandbox_takes_codex_mode_names() {
-        use kimi_core::sandbox::SandboxMode;
+        use kimi_core::SandboxMode;
         assert_eq!(ok(&[]).sandbox, None);
         for mode in SandboxMode::ALL {
             assert_eq!(ok(&["--sandbox", mode.as_str()]).sandbox, Some(mode));

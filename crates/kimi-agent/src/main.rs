@@ -25,9 +25,9 @@ fn main() -> ExitCode {
     }
     if std::env::args_os()
         .nth(1)
-        .is_some_and(|a| a == kimi_core::sandbox::spawner::SUBCOMMAND)
+        .is_some_and(|a| a == kimi_core::spawner::SUBCOMMAND)
     {
-        kimi_core::sandbox::spawner::main();
+        kimi_core::spawner::main();
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         return fail(&format!("cannot create {}: {e}", share_dir.display()));
     }
     logging::init(&share_dir, cli.debug, cli.verbose || cli.debug);
-    let config = match kimi_core::config::load_in(&cli.config_source(), &share_dir) {
+    let config = match kimi_core::load_config_in(&cli.config_source(), &share_dir) {
         Ok(config) => config,
         // Reference: a bad `--config` text is a usage error (status 2); a bad file is a start-up failure.
         Err(e) if cli.config.is_some() => Cli::bad_parameter("--config", &e.to_string()).exit(),
@@ -54,7 +54,7 @@ fn main() -> ExitCode {
     };
     // Reference: unreadable MCP JSON is a usage error of the flag that named it.
     let mcp_sources =
-        match kimi_core::mcp::config::read_sources(&cli.mcp_config_files, &cli.mcp_configs, &share_dir) {
+        match kimi_core::mcp_config::read_sources(&cli.mcp_config_files, &cli.mcp_configs, &share_dir) {
             Ok(sources) => sources,
             Err(e) => Cli::bad_parameter(e.flag(), &e.to_string()).exit(),
         };
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
-    let options = kimi_core::assemble::RunOptions {
+    let options = kimi_core::RunOptions {
         work_dir: cli.work_dir.clone(),
         session: cli.session_id().map(str::to_owned),
         continue_last: cli.continue_session,

@@ -5,15 +5,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
-use kimi_core::assemble::{self, RunOptions};
-use kimi_core::config::Config;
+use kimi_core::Config;
+use kimi_core::{RunOptions, assemble};
 use kimi_wire::IdleSignal;
 use kimi_wire::server::writer::Output;
 
 /// Builds the session `options` name and serves it over stdin/stdout; `idle` is the runtime's park
 /// signal, which wakes the stdout writer once per burst of events instead of once per event.
 pub async fn serve(options: RunOptions, config: Config, share_dir: PathBuf, idle: IdleSignal) -> Result<()> {
-    let agent = assemble::session(options, config, share_dir, Arc::new(kimi_tools::Builtins), idle).await?;
+    let agent = assemble(options, config, share_dir, Arc::new(kimi_tools::Builtins), idle).await?;
     agent
         .serve(tokio::io::stdin(), Output::stdout(), shutdown_signal())
         .await;

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures::future::BoxFuture;
-use kimi_core::approval::{ApprovalRuntime, ApprovalSource, ApprovalState};
-use kimi_core::hooks::HookEngine;
-use kimi_core::toolset::{
+use kimi_core::HookEngine;
+use kimi_core::{
     ApprovalAsk, CallContext, CallKey, DedupTracker, Dispatch, OutputBudget, Plan, Tool, Toolset,
 };
+use kimi_core::{ApprovalRuntime, ApprovalSource, ApprovalState};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{FunctionBody, ToolCall, ToolReturnValue};
 use kimi_wire::{Server, ServerConfig};

@@ -12,7 +12,7 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use kimi_core::recorder::WireRecorder;
+use kimi_core::WireRecorder;
 use kimi_wire::jsonrpc::EventLine;
 use kimi_wire::message::{
     ContentPart, Event, FunctionBody, StatusUpdate, StepBegin, TextPart, ToolCall, ToolResult,

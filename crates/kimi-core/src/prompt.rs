@@ -4,9 +4,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The default agent's system prompt template.
-pub const DEFAULT_SYSTEM_PROMPT: &str = include_str!("agents/default/system.md");
-
 /// AGENTS.md text beyond this is cut (reference: 32 KiB).
 const AGENTS_MD_LIMIT: usize = 32 * 1024;
 /// Entries listed from the work dir.

@@ -99,11 +99,6 @@ impl CoreAgent {
         }
     }
 
-    /// The soul (for tests and the binary).
-    pub fn soul(&self) -> &Arc<Soul> {
-        &self.soul
-    }
-
     fn register_external_tools(&self, tools: Vec<kimi_wire::params::ExternalTool>) -> ExternalToolsResult {
         let toolset = self.soul.toolset();
         judge_external_tools(

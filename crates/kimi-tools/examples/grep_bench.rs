@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kimi_core::state::Environment;
-use kimi_core::toolset::{CallContext, Tool};
+use kimi_core::Environment;
+use kimi_core::{CallContext, Tool};
 use kimi_tools::file::{FileSettings, Grep};
 use kimi_wire::message::{ToolOutput, ToolReturnValue};
 use serde_json::json;

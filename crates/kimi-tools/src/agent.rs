@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::assemble::{AgentRequest, Subagents};
-use kimi_core::toolset::{CallContext, Plan, parse_args};
+use kimi_core::{AgentRequest, Subagents};
+use kimi_core::{CallContext, Plan, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -109,7 +109,7 @@ impl AgentTool {
     }
 }
 
-impl kimi_core::toolset::Tool for AgentTool {
+impl kimi_core::Tool for AgentTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }

@@ -1,11 +1,16 @@
 //! Argument checks that the reference leaves to pydantic (ranges, lengths, cross-field rules), with
 //! messages shaped like pydantic's so the model reads the same explanation.
 //!
-//! Type errors and missing fields are caught earlier by [`kimi_core::toolset::parse_args`]. The checks
+//! Type errors and missing fields are caught earlier by [`kimi_core::parse_args`]. The checks
 //! here report one problem at a time, and leave out pydantic's `[type=..., input_value=...]` trailer and
 //! documentation link, which say nothing a model can act on.
 
 use kimi_wire::message::ToolReturnValue;
+
+/// `{"type": "integer"}` without the `format` schemars would add, as the reference's schema has it.
+pub(crate) fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "integer" })
+}
 
 /// `Error validating JSON arguments: 1 validation error for Params` followed by the field path (`loc`,
 /// e.g. `todos.0.title`) and the problem, as pydantic prints a field error.

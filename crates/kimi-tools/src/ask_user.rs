@@ -12,10 +12,10 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::approval::ApprovalRuntime;
-use kimi_core::events::EventSink;
-use kimi_core::state::ClientFlags;
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::ApprovalRuntime;
+use kimi_core::ClientFlags;
+use kimi_core::EventSink;
+use kimi_core::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::{Dumps, ToolSpec, dumps};
 use kimi_wire::message::{QuestionItem, QuestionOption, ToolReturnValue};
 use schemars::JsonSchema;
@@ -173,8 +173,8 @@ fn dismissed() -> ToolReturnValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_core::approval::ApprovalState;
-    use kimi_core::toolset::Effect;
+    use kimi_core::ApprovalState;
+    use kimi_core::Effect;
     use kimi_wire::testing::FakeClient;
     use pretty_assertions::assert_eq;
     use serde_json::json;
@@ -243,7 +243,7 @@ mod tests {
     ) -> (Value, tokio::task::JoinHandle<ToolReturnValue>) {
         let plan = plan(&setup.tool, args, cancel).await.unwrap();
         assert_eq!(plan.effect, Effect::ReadOnly);
-        assert_eq!(plan.access, kimi_core::toolset::Access::Interact);
+        assert_eq!(plan.access, kimi_core::Access::Interact);
         let running = tokio::spawn(plan.run);
         let message = setup.client.next_message().await;
         (message, running)

@@ -1,5 +1,5 @@
 //! `CronCreate`, `CronList`, `CronDelete`: the session's scheduled prompts (seeds/002; beyond the
-//! reference 1.49). The jobs and their rules live in [`kimi_core::cron::CronStore`]; these tools check
+//! reference 1.49). The jobs and their rules live in [`kimi_core::CronStore`]; these tools check
 //! arguments, ask for approval and format results.
 //!
 //! Creating and deleting change what the session will do later, so both need approval, and both are
@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::cron::store::iso;
-use kimi_core::cron::{CronStore, JobView};
-use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_core::cron_time as iso;
+use kimi_core::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_core::{CronStore, JobView};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{DisplayBlock, ToolReturnValue};
 use schemars::JsonSchema;
@@ -204,7 +204,7 @@ impl Tool for CronDelete {
             let not_found = || {
                 ToolReturnValue::error(
                     "",
-                    kimi_core::cron::NotFound(args.id.clone()).to_string(),
+                    kimi_core::CronJobNotFound(args.id.clone()).to_string(),
                     "Not found",
                 )
             };
@@ -308,8 +308,8 @@ fn list_prompt(prompt: &str) -> String {
 mod tests {
     use super::*;
     use chrono::{DateTime, Utc};
-    use kimi_core::cron::{Clock, ManualClock};
-    use kimi_core::toolset::Effect;
+    use kimi_core::Effect;
+    use kimi_core::{Clock, ManualClock};
     use pretty_assertions::assert_eq;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;

@@ -4,7 +4,7 @@
 //! [`resolve_tool_path`] maps those to tool names, [`build_tool`] builds a tool from its name and the
 //! session's [`ToolDeps`], and [`DEFAULT_TOOLS`] is the default agent's list. [`Builtins`] offers all
 //! of it to the core's session builder as its [`ToolFactory`]. Each tool implements
-//! [`kimi_core::toolset::Tool`]: it validates its arguments and declares its effect in `plan`, and the
+//! [`kimi_core::Tool`]: it validates its arguments and declares its effect in `plan`, and the
 //! toolset asks for approval before it runs anything with a side effect.
 //!
 //! Layout:
@@ -44,8 +44,8 @@ pub mod web;
 
 use std::sync::Arc;
 
-use kimi_core::assemble::{ToolFactory, ToolInputs};
-use kimi_core::toolset::{Tool, Toolset, schema_for};
+use kimi_core::{Tool, Toolset, schema_for};
+use kimi_core::{ToolFactory, ToolInputs};
 use kimi_llm::ToolSpec;
 
 pub use agent::AgentTool;
@@ -88,7 +88,7 @@ impl ToolDeps {
                     .skills_dirs
                     .iter()
                     .cloned()
-                    .chain(std::iter::once(kimi_core::plan::plans_dir()))
+                    .chain(std::iter::once(kimi_core::plans_dir()))
                     .collect(),
                 secrets: file::SecretFiles::new(&inputs.share_dir, config.source_file.as_deref()),
             },
@@ -288,7 +288,7 @@ pub fn model_name(tool: &str) -> &str {
 
 /// What the texts written for the model (reminders, the output budget's marker) should call the tools,
 /// for an agent with tool `entries`: the kimi-code profile's names when it uses that profile.
-pub fn tool_names(entries: &[String]) -> kimi_core::tool_names::ToolNames {
+pub fn tool_names(entries: &[String]) -> kimi_core::ToolNames {
     let kimi_code = entries
         .iter()
         .filter_map(|entry| resolve_entry(entry))
@@ -296,7 +296,7 @@ pub fn tool_names(entries: &[String]) -> kimi_core::tool_names::ToolNames {
     if kimi_code {
         kimi_code::NAMES
     } else {
-        kimi_core::tool_names::ToolNames::REFERENCE
+        kimi_core::ToolNames::REFERENCE
     }
 }
 
@@ -313,7 +313,7 @@ impl ToolFactory for Builtins {
         model_name(tool)
     }
 
-    fn tool_names(&self, entries: &[String]) -> kimi_core::tool_names::ToolNames {
+    fn tool_names(&self, entries: &[String]) -> kimi_core::ToolNames {
         tool_names(entries)
     }
 
@@ -341,10 +341,10 @@ pub(crate) fn tool_spec<T: schemars::JsonSchema>(name: &str, description: impl I
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_core::approval::{ApprovalRuntime, ApprovalState};
-    use kimi_core::events::EventSink;
-    use kimi_core::plan::PlanMode;
-    use kimi_core::state::{ClientFlags, Environment, SessionState};
+    use kimi_core::EventSink;
+    use kimi_core::PlanMode;
+    use kimi_core::{ApprovalRuntime, ApprovalState};
+    use kimi_core::{ClientFlags, Environment, SessionState};
     use kimi_wire::testing::FakeClient;
     use pretty_assertions::assert_eq;
     use std::collections::BTreeSet;
@@ -366,7 +366,7 @@ mod tests {
                 cron: None,
                 plan: Arc::new(PlanMode::new(false, None, std::env::temp_dir())),
                 subagents: None,
-                config: Arc::new(kimi_core::config::Config::default()),
+                config: Arc::new(kimi_core::Config::default()),
                 process_env: Arc::default(),
                 user_agent: kimi_llm::UserAgent::ours(),
                 share_dir: dir,
@@ -413,9 +413,9 @@ mod tests {
         // SearchWeb only with a search service.
         assert!(build_tool("SearchWeb", &deps).unwrap().is_none());
         let mut with_search = deps.clone();
-        with_search.web.services.moonshot_search = Some(kimi_core::config::ServiceConfig {
+        with_search.web.services.moonshot_search = Some(kimi_core::ServiceConfig {
             base_url: "http://127.0.0.1:9/search".into(),
-            api_key: kimi_core::config::Secret::new("key"),
+            api_key: kimi_core::Secret::new("key"),
             custom_headers: None,
             oauth: None,
         });
@@ -429,9 +429,9 @@ mod tests {
             build_tool("git_diff", &deps).unwrap().unwrap().spec().name,
             "git_diff"
         );
-        let clock: Arc<dyn kimi_core::cron::Clock> = Arc::new(kimi_core::cron::SystemClock);
+        let clock: Arc<dyn kimi_core::Clock> = Arc::new(kimi_core::SystemClock);
         let mut with_cron = deps.clone();
-        with_cron.session.cron = Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock)));
+        with_cron.session.cron = Some(Arc::new(kimi_core::CronStore::in_memory(clock)));
         for name in OWN_TOOLS {
             let tool = build_tool(name, &with_cron).unwrap().unwrap();
             assert_eq!(tool.spec().name, *name);
@@ -450,13 +450,13 @@ mod tests {
     async fn the_kimi_code_profile_builds_every_tool_under_its_own_name() {
         let client = FakeClient::start();
         let tasks = crate::task::testing::Tasks::new();
-        let clock: Arc<dyn kimi_core::cron::Clock> = Arc::new(kimi_core::cron::SystemClock);
+        let clock: Arc<dyn kimi_core::Clock> = Arc::new(kimi_core::SystemClock);
         let mut deps = deps(&client, &tasks);
-        deps.session.cron = Some(Arc::new(kimi_core::cron::CronStore::in_memory(clock)));
+        deps.session.cron = Some(Arc::new(kimi_core::CronStore::in_memory(clock)));
         deps.session.model_capabilities = ["image_in".to_owned()].into();
-        deps.web.services.moonshot_search = Some(kimi_core::config::ServiceConfig {
+        deps.web.services.moonshot_search = Some(kimi_core::ServiceConfig {
             base_url: "http://127.0.0.1:9/search".into(),
-            api_key: kimi_core::config::Secret::new("key"),
+            api_key: kimi_core::Secret::new("key"),
             custom_headers: None,
             oauth: None,
         });
@@ -522,7 +522,7 @@ mod tests {
         assert_eq!(tool_names(&["kimi_code:Read".to_owned()]), kimi_code::NAMES);
         assert_eq!(
             tool_names(&["kimi_cli.tools.file:ReadFile".to_owned()]),
-            kimi_core::tool_names::ToolNames::REFERENCE
+            kimi_core::ToolNames::REFERENCE
         );
     }
 

@@ -10,11 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::approval::ApprovalRuntime;
-use kimi_core::events::EventSink;
-use kimi_core::plan::PlanMode;
-use kimi_core::state::ClientFlags;
-use kimi_core::toolset::{CallContext, Plan, Tool, UserRejection, parse_args};
+use kimi_core::ApprovalRuntime;
+use kimi_core::ClientFlags;
+use kimi_core::EventSink;
+use kimi_core::PlanMode;
+use kimi_core::{CallContext, Plan, Tool, UserRejection, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{Event, PlanDisplay, QuestionItem, QuestionOption, ToolReturnValue};
 use schemars::JsonSchema;

@@ -1,7 +1,7 @@
 //! Putting questions to the user through a `QuestionRequest` and waiting for the answer, for every tool
 //! that asks (AskUserQuestion, EnterPlanMode, ExitPlanMode).
 
-use kimi_core::events::EventSink;
+use kimi_core::EventSink;
 use kimi_wire::message::{QuestionItem, QuestionRequest};
 use kimi_wire::{NoAnswer, RequestScope, SendRequestError};
 use tokio_util::sync::CancellationToken;

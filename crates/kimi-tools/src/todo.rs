@@ -2,13 +2,13 @@
 //!
 //! With `todos` the whole list is replaced and shown to the client as a `todo` display block; without it
 //! (or with `null`) the current list comes back as text. The list lives in
-//! [`kimi_core::state::SessionState`]; writing it to `state.json` is the session's job.
+//! [`kimi_core::SessionState`]; writing it to `state.json` is the session's job.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::state::SessionState;
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::SessionState;
+use kimi_core::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{DisplayBlock, TodoDisplayItem, TodoStatus, ToolReturnValue};
 use schemars::JsonSchema;
@@ -160,7 +160,7 @@ fn status_name(status: TodoStatus) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_core::toolset::{Access, Effect};
+    use kimi_core::{Access, Effect};
     use pretty_assertions::assert_eq;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;

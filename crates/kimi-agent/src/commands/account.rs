@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use kimi_core::auth::account::{self, LoginEvent, LoginEventKind};
+use kimi_core::account::{self, LoginEvent, LoginEventKind};
 
 use super::browser;
 use crate::cli::AccountArgs;
@@ -17,7 +17,7 @@ pub fn login(args: &AccountArgs, share_dir: &Path) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let env = kimi_core::config::process_env();
+    let env = kimi_core::process_env();
     let mut printer = Printer::new(args.json);
     let ok = runtime.block_on(account::login(
         share_dir,

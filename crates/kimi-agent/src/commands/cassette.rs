@@ -17,7 +17,7 @@ pub fn run(command: &CassetteCommand) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            let cassette = runtime.block_on(kimi_core::session_cassette::from_session(session_dir))?;
+            let cassette = runtime.block_on(kimi_core::cassette_from_session(session_dir))?;
             let mut text = String::new();
             for record in &cassette.records {
                 text.push_str(&serde_json::to_string(record)?);

@@ -12,7 +12,7 @@ use std::io::Write;
 
 use serde_json::json;
 
-use kimi_core::sandbox::Sandbox;
+use kimi_core::Sandbox;
 use kimi_wire::params::SandboxInfo;
 
 use crate::cli::{Cli, InfoArgs};
@@ -55,18 +55,16 @@ impl SandboxReport {
         let source = cli.config_source();
         // `info` only reads: no default file is written where there is none.
         let loaded = match source {
-            kimi_core::config::ConfigSource::Default
-                if !kimi_core::paths::config_file(&share_dir).exists() =>
-            {
-                Ok(kimi_core::config::Config::default())
+            kimi_core::ConfigSource::Default if !kimi_core::paths::config_file(&share_dir).exists() => {
+                Ok(kimi_core::Config::default())
             }
-            _ => kimi_core::config::load_in(&source, &share_dir),
+            _ => kimi_core::load_config_in(&source, &share_dir),
         };
         let (config, problem) = match loaded {
             Ok(config) => (config, None),
-            Err(e) => (kimi_core::config::Config::default(), Some(e.to_string())),
+            Err(e) => (kimi_core::Config::default(), Some(e.to_string())),
         };
-        let sandbox = Sandbox::start(kimi_core::assemble::sandbox_policy(&config, cli.sandbox));
+        let sandbox = Sandbox::start(kimi_core::sandbox_policy(&config, cli.sandbox));
         let work_dir = cli
             .work_dir
             .clone()
@@ -81,7 +79,7 @@ impl SandboxReport {
         let add_dirs: Vec<std::path::PathBuf> = cli
             .add_dirs
             .iter()
-            .map(|dir| kimi_core::session::canonical_work_dir(dir))
+            .map(|dir| kimi_core::canonical_work_dir(dir))
             .collect();
         Self {
             summary,
@@ -98,7 +96,7 @@ impl Info {
             version: env!("CARGO_PKG_VERSION"),
             agent_spec_versions: AGENT_SPEC_VERSIONS,
             wire_protocol_version: kimi_wire::PROTOCOL_VERSION,
-            provider_types: kimi_core::llm::PROVIDER_TYPES.map(|t| t.as_str()).to_vec(),
+            provider_types: kimi_core::PROVIDER_TYPES.map(|t| t.as_str()).to_vec(),
             sandbox: None,
         }
     }

@@ -5,9 +5,12 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use kimi_core::mcp::config::{self, ServerConfig, Transport};
-use kimi_core::mcp::discover;
-use kimi_core::mcp::{Connection, DEFAULT_CONNECT_TIMEOUT, authorize, oauth};
+use kimi_core::mcp_discover as discover;
+use kimi_core::{
+    Connection, MCP_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT, mcp_authorize as authorize,
+    mcp_oauth as oauth,
+};
+use kimi_core::{ServerConfig, Transport, mcp_config as config};
 use serde_json::{Map, Value, json};
 
 use crate::cli::{McpAddArgs, McpCommand, McpTransport};
@@ -277,7 +280,7 @@ fn list(file: &Path, share_dir: &Path) -> Outcome {
 /// What `mcp_discover = true` in `<share>/config.toml` finds in the working directory, or `None` when
 /// discovery is off (or the configuration cannot be read, as the agent would not start then).
 fn discovery(share_dir: &Path) -> Option<discover::Discovery> {
-    let config = kimi_core::config::load_in(&kimi_core::config::ConfigSource::Default, share_dir).ok()?;
+    let config = kimi_core::load_config_in(&kimi_core::ConfigSource::Default, share_dir).ok()?;
     if !config.mcp_discover {
         return None;
     }

@@ -28,7 +28,6 @@ use kimi_wire::server::writer::Output;
 use kimi_wire::{IdleSignal, Server, ServerConfig};
 use tokio::io::AsyncRead;
 
-pub use kinds::SubagentType;
 pub use options::RunOptions;
 pub use start::sandbox_policy;
 pub use subagent::AgentRequest;

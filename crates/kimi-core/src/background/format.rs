@@ -62,18 +62,6 @@ pub fn format_task_list(views: &[TaskView], active_only: bool, include_command: 
     lines.join("\n").trim_end().to_owned()
 }
 
-/// The block listing active tasks that the reference appends after a compaction, or `None` when no
-/// task is active.
-pub fn active_tasks_snapshot(active: &[TaskView]) -> Option<String> {
-    if active.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "<active-background-tasks>\n{}\n</active-background-tasks>",
-        format_task_list(active, true, false)
-    ))
-}
-
 /// A duration as the reference's `format_elapsed` writes it: `<1s`, `5s`, `1m 30s`, `1h 1m 1s`.
 pub fn format_elapsed(seconds: f64) -> String {
     if seconds < 1.0 {
@@ -174,12 +162,6 @@ mod tests {
             "active_background_tasks: 2\n\n[1]\ntask_id: bash-1\nkind: bash\nstatus: running\n\
              description: run tests\ncommand: make test\n\n[2]\ntask_id: bash-2\nkind: bash\n\
              status: starting\ndescription: run tests\ncommand: make test"
-        );
-        assert_eq!(active_tasks_snapshot(&[]), None);
-        assert_eq!(
-            active_tasks_snapshot(&views[..1]).unwrap(),
-            "<active-background-tasks>\nactive_background_tasks: 1\n\n[1]\ntask_id: bash-1\nkind: bash\n\
-             status: running\ndescription: run tests\n</active-background-tasks>"
         );
     }
 

@@ -22,12 +22,7 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
-pub use format::{active_tasks_snapshot, agent_lines, format_elapsed, format_task, format_task_list};
-pub use ids::{is_valid_task_id, new_task_id};
-pub use manager::{BashTaskRequest, NewTask, SESSION_ENDED, TaskError, TaskManager};
-pub use model::{
-    OwnerRole, TaskConsumerState, TaskControl, TaskKind, TaskRuntime, TaskSpec, TaskStatus, TaskView,
-};
-pub use notify::{SOURCE_KIND, task_notification_lines, terminal_notification};
-pub use status::{Applied, IllegalTransition, TaskEvent};
-pub use store::{OutputChunk, TaskStore};
+pub use format::{agent_lines, format_task, format_task_list};
+pub use manager::{BashTaskRequest, NewTask, SESSION_ENDED, TaskManager};
+pub use model::{OwnerRole, TaskKind, TaskRuntime, TaskSpec, TaskStatus, TaskView};
+pub use status::TaskEvent;

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 
+use super::manager::TaskError;
+use super::store::TaskStore;
 use super::*;
 use crate::config::BackgroundConfig;
 use crate::notifications::{NotificationQueue, Sink};

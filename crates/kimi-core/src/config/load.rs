@@ -27,11 +27,6 @@ pub enum ConfigSource {
     Inline(String),
 }
 
-/// Loads the configuration, with the share directory taken from the process environment.
-pub fn load(source: &ConfigSource) -> Result<Config, ConfigError> {
-    load_in(source, &paths::share_dir())
-}
-
 /// Loads the configuration with an explicit share directory (used for `ConfigSource::Default`
 /// and to tell whether a `--config-file` is the default file).
 pub fn load_in(source: &ConfigSource, share_dir: &Path) -> Result<Config, ConfigError> {

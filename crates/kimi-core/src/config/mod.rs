@@ -13,13 +13,11 @@ pub mod load;
 pub mod model;
 pub mod schema;
 
-pub use error::{ConfigError, ConfigOrigin};
-pub use load::{ConfigSource, from_text, load, load_in, save};
-pub use model::{
-    CompletionCap, Env, GenerationOverrides, ResolvedModel, ThinkingSwitch, derive_capabilities, process_env,
-};
+pub use error::ConfigError;
+pub use load::{ConfigSource, load_in, save};
+pub use model::{CompletionCap, Env, ResolvedModel, ThinkingSwitch, process_env};
 pub use schema::{
-    BackgroundConfig, Capability, Config, ConfigIssue, HookDef, HookEvent, HookOnError, LoopControl,
-    McpClientConfig, McpConfig, McpToolNames, ModelConfig, NotificationConfig, OAuthRef, OAuthStorage,
-    ProviderConfig, ProviderType, Secret, ServiceConfig, Services, ShellEnvConfig, ShellEnvInherit, Theme,
+    BackgroundConfig, Capability, Config, HookDef, HookEvent, HookOnError, McpToolNames, ModelConfig,
+    OAuthRef, OAuthStorage, ProviderConfig, ProviderType, Secret, ServiceConfig, Services, ShellEnvConfig,
+    ShellEnvInherit,
 };

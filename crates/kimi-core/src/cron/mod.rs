@@ -22,11 +22,9 @@ pub mod job;
 pub mod scheduler;
 pub mod store;
 
-pub use clock::{Clock, ManualClock, SystemClock, TEST_CLOCK_ENV};
-pub use expr::{CronExpr, CronParseError};
-pub use job::{Fire, JobId};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use scheduler::CronScheduler;
-pub use store::{CRON_FILE, CreateError, Created, CronStore, JobView, MAX_JOBS, MAX_PROMPT_BYTES, NotFound};
+pub use store::{CronStore, JobView, NotFound};
 
 /// Setting this to `1` (or `true`, `yes`, `on`) turns scheduled prompts off: no cron tools, no firing.
 pub const DISABLE_ENV: &str = "KIMI_DISABLE_CRON";

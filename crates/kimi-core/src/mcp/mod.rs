@@ -40,7 +40,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use client::{Connection, McpError};
-pub use config::{ConfigError, RemoteAuth, ServerConfig, SourceError, Transport};
+pub use config::{RemoteAuth, ServerConfig, Transport};
 pub use state::{ServerState, ServerView};
 pub use tool::McpTool;
 
@@ -179,11 +179,6 @@ impl McpServer {
             tools_changed: Arc::new(Notify::new()),
             me: me.clone(),
         })
-    }
-
-    /// The configured name.
-    pub fn name(&self) -> &str {
-        &self.config.name
     }
 
     /// The current state.
@@ -448,11 +443,6 @@ impl McpManager {
         })
     }
 
-    /// Whether any server is configured.
-    pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
-    }
-
     /// Whether startup loading is still running.
     pub fn is_loading(&self) -> bool {
         *self.loading.borrow()
@@ -462,11 +452,6 @@ impl McpManager {
     pub fn status(&self) -> Option<McpStatus> {
         let views: Vec<ServerView> = self.servers.iter().map(|s| s.view()).collect();
         state::snapshot(self.is_loading(), &views)
-    }
-
-    /// The servers, in configuration order.
-    pub fn servers(&self) -> &[Arc<McpServer>] {
-        &self.servers
     }
 
     /// How long the first turn may wait for loading: the longest connect timeout plus a margin.

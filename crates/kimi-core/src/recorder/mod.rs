@@ -6,7 +6,7 @@ mod reader;
 mod wire;
 mod writer;
 
+pub use reader::RecordReader;
 pub(crate) use reader::repair_tail_logged;
-pub use reader::{MAX_RECORD_BYTES, RecordReader, TailRepair, repair_tail};
 pub use wire::{ReplayItem, WireFileReader, WireRecorder};
 pub use writer::{SessionFile, WriteError};

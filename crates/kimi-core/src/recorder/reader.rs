@@ -165,6 +165,7 @@ impl<R: AsyncBufRead + Unpin> RecordReader<R> {
     }
 
     /// Changes the longest line kept (default [`MAX_RECORD_BYTES`]).
+    #[cfg(test)]
     pub fn with_max_record_bytes(mut self, max: usize) -> Self {
         self.max_record_bytes = max;
         self

@@ -28,7 +28,6 @@ pub use bundled::BUNDLED_DIR;
 pub use discover::DiscoveryOptions;
 use flow::Flow;
 pub use nesting::{MAX_SKILL_DEPTH, Nesting, TooDeep};
-pub use parse::SkillError;
 pub use tool::SkillTool;
 
 /// Prefix of the slash command that runs a skill (`/skill:<name>`).

@@ -34,7 +34,7 @@ use crate::sync::lock;
 use crate::toolset::{DedupTracker, Toolset};
 
 pub(crate) use command::CommandContext;
-pub use message::{system, tool_result_message};
+pub use message::system;
 pub use ralph::RalphLoop;
 pub use retry::RetryBackoff;
 

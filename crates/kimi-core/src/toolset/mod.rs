@@ -32,13 +32,10 @@ use crate::approval::{ApprovalRuntime, ApprovalSource, Verdict};
 use crate::config::HookEvent;
 use crate::hooks::{HookDecision, HookEngine, input as hook_input};
 use crate::sync::{lock, read, write};
-pub use budget::{MODEL_OUTPUT_MAX_CHARS, OutputBudget, TOOL_OUTPUTS_DIR};
+pub use budget::OutputBudget;
 use dedup::Verdict as DedupVerdict;
-pub use dedup::{
-    CallKey, DedupTracker, FORCE_STOP_AT, REMINDER_FIRM_AT, REMINDER_GENTLE_AT, REMINDER_STOP_AT, Reminder,
-    ReminderLevel, RepeatKey, StepVerdict, append_reminder,
-};
-pub use external::{ExternalTool, SchemaError};
+pub use dedup::{CallKey, DedupTracker, StepVerdict, append_reminder};
+pub use external::ExternalTool;
 use schedule::{Lane, Schedule, SlotGuard};
 pub use tool::{Access, CallContext, Plan, Tool, UserRejection, parse_args, schema_for};
 

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kimi_core::state::Environment;
-use kimi_core::toolset::{ApprovalAsk, Plan};
+use kimi_core::Environment;
+use kimi_core::{ApprovalAsk, Plan};
 use kimi_wire::message::ToolReturnValue;
 
 use super::FileSettings;

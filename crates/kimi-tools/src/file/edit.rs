@@ -16,8 +16,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::state::Environment;
-use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_core::Environment;
+use kimi_core::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{DisplayBlock, ToolReturnValue};
 use schemars::JsonSchema;
@@ -365,7 +365,7 @@ async fn run(params: EditParams, target: Target, diff: Vec<DisplayBlock>) -> Too
 mod tests {
     use super::*;
     use crate::file::test_support::{TestDir, call, ctx};
-    use kimi_core::toolset::Effect;
+    use kimi_core::Effect;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 

@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use globset::{GlobBuilder, GlobMatcher};
-use kimi_core::state::Environment;
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::Environment;
+use kimi_core::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;

@@ -40,9 +40,9 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use ignore::{WalkBuilder, WalkState};
-use kimi_core::state::Environment;
+use kimi_core::Environment;
 use kimi_core::sync::lock;
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -108,7 +108,7 @@ struct GrepParams {
     head_limit: Option<usize>,
     /// Skip this many output lines before applying `head_limit`, to page through results. Defaults to 0.
     #[serde(default)]
-    #[schemars(schema_with = "super::plain_integer", range(min = 0))]
+    #[schemars(schema_with = "crate::args::plain_integer", range(min = 0))]
     offset: usize,
     /// Let the pattern span lines, with `.` also matching newlines. Off by default.
     #[serde(default)]
@@ -858,7 +858,7 @@ mod tests {
             json!({"pattern": "foo", "path": outside.to_string_lossy()}),
         )
         .await;
-        let Some(kimi_core::toolset::Effect::SideEffect(ask)) = effect else {
+        let Some(kimi_core::Effect::SideEffect(ask)) = effect else {
             panic!("expected a question, got {effect:?}")
         };
         assert_eq!(ask.action, "read file outside of working directory");
@@ -874,7 +874,7 @@ mod tests {
             },
         ));
         let (effect, value) = call(tool, json!({"pattern": "foo", "path": "settings.txt"})).await;
-        assert!(matches!(effect, Some(kimi_core::toolset::Effect::SideEffect(_))));
+        assert!(matches!(effect, Some(kimi_core::Effect::SideEffect(_))));
         assert!(value.message.contains("Skipped 1 sensitive file(s)"), "{value:?}");
         assert!(!format!("{:?}", value.output).contains("key"), "{value:?}");
     }

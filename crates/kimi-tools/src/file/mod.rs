@@ -16,7 +16,7 @@
 //! - one module per tool.
 //!
 //! Every decision is made on the real path (docs/security.md): reading tools declare
-//! [`Effect::ReadOnly`](kimi_core::toolset::Effect) inside the workspace and a side effect (the
+//! [`Effect::ReadOnly`](kimi_core::Effect) inside the workspace and a side effect (the
 //! [`ACTION_READ_OUTSIDE`] question) outside it; the editing tools compute their change while
 //! planning, so the approval request names the real file and shows the diff, and write only when run,
 //! to that same file. Nothing here asks for approval or knows about plan mode: the toolset does both
@@ -48,8 +48,8 @@ pub use write::WriteFile;
 pub(crate) use paths::expand_user;
 use std::path::{Path, PathBuf};
 
-use kimi_core::state::Environment;
-use kimi_core::toolset::schema_for;
+use kimi_core::Environment;
+use kimi_core::schema_for;
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -76,11 +76,6 @@ fn tool_spec<T: JsonSchema>(name: &str, description: &str) -> ToolSpec {
         description: description.trim_end().to_owned(),
         parameters: schema_for::<T>(),
     }
-}
-
-/// `{"type": "integer"}` without the `format` schemars adds, as the reference's schemas have it.
-fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "integer" })
 }
 
 /// An integer or `null`, as pydantic writes `int | None`.
@@ -130,8 +125,8 @@ pub(crate) mod test_support {
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
-    use kimi_core::state::Environment;
-    use kimi_core::toolset::{CallContext, Effect, Tool};
+    use kimi_core::Environment;
+    use kimi_core::{CallContext, Effect, Tool};
     use kimi_wire::message::ToolReturnValue;
     use serde_json::Value;
     use tokio_util::sync::CancellationToken;

@@ -7,7 +7,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use kimi_core::state::Environment;
+use kimi_core::Environment;
 
 /// Expands a leading `~` (alone or followed by `/`) to `$HOME`, as the reference's `expanduser` does
 /// for the current user. `~user` forms are left as they are.

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::state::Environment;
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::Environment;
+use kimi_core::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -47,11 +47,11 @@ struct ReadParams {
     path: String,
     /// Line to start at, counting from 1. Negative values count from the end (-50 reads the last 50 lines); not 0, not below -1000.
     #[serde(default = "default_line_offset")]
-    #[schemars(schema_with = "super::plain_integer")]
+    #[schemars(schema_with = "crate::args::plain_integer")]
     line_offset: i64,
     /// How many lines to return; 1000, the default, is also the most one call returns. Page through big files with `line_offset`.
     #[serde(default = "default_n_lines")]
-    #[schemars(schema_with = "super::plain_integer", range(min = 1))]
+    #[schemars(schema_with = "crate::args::plain_integer", range(min = 1))]
     n_lines: i64,
 }
 
@@ -435,7 +435,7 @@ mod tests {
     use super::*;
     use crate::file::sensitive::SecretFiles;
     use crate::file::test_support::{TestDir, call, ok_text};
-    use kimi_core::toolset::{ApprovalAsk, Effect};
+    use kimi_core::{ApprovalAsk, Effect};
     use pretty_assertions::assert_eq;
     use serde_json::json;
 

@@ -12,8 +12,8 @@ use std::io::Read;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::state::Environment;
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::Environment;
+use kimi_core::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{ContentPart, ImageUrlPart, MediaUrl, ToolReturnValue, VideoUrlPart};
 use schemars::JsonSchema;

@@ -9,7 +9,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use kimi_core::state::Environment;
+use kimi_core::Environment;
 
 use super::real_path::real_path;
 

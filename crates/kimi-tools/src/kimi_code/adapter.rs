@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::toolset::{CallContext, Plan, Tool};
+use kimi_core::{CallContext, Plan, Tool};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use serde_json::Value;

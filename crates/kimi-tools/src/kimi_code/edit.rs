@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kimi_core::toolset::{Tool, parse_args};
+use kimi_core::{Tool, parse_args};
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
 use serde::Deserialize;

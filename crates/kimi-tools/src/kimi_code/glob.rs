@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kimi_core::toolset::parse_args;
+use kimi_core::parse_args;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

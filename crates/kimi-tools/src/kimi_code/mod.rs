@@ -27,8 +27,8 @@ mod plan;
 
 use std::sync::Arc;
 
-use kimi_core::tool_names::ToolNames;
-use kimi_core::toolset::Tool;
+use kimi_core::Tool;
+use kimi_core::ToolNames;
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 

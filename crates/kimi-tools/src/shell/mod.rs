@@ -24,10 +24,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use kimi_core::background::{BashTaskRequest, TaskManager, TaskView, format_task};
-use kimi_core::sandbox::CommandSandbox;
-use kimi_core::state::Environment;
-use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_core::CommandSandbox;
+use kimi_core::Environment;
+use kimi_core::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_core::{BashTaskRequest, TaskManager, TaskView, format_task};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::{DisplayBlock, ToolReturnValue};
 use schemars::JsonSchema;
@@ -65,7 +65,7 @@ struct ShellArgs {
     command: String,
     /// Seconds the command may take before it is stopped (at most 300 unless it runs in the background).
     #[serde(default = "default_timeout")]
-    #[schemars(schema_with = "plain_integer", range(min = 1, max = 86400))]
+    #[schemars(schema_with = "crate::args::plain_integer", range(min = 1, max = 86400))]
     timeout: i64,
     /// Run the command as a background task instead of waiting for it.
     #[serde(default)]
@@ -77,11 +77,6 @@ struct ShellArgs {
 
 fn default_timeout() -> i64 {
     60
-}
-
-/// `{"type": "integer"}` without the `format` schemars would add, as the reference's schema has it.
-pub(crate) fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "integer" })
 }
 
 /// One command to run, once the tool the model called (`Shell`, or the kimi-code `Bash`) has checked
@@ -428,8 +423,8 @@ pub fn find_shell() -> (PathBuf, &'static str) {
 mod tests {
     use super::*;
     use crate::task::testing::{Tasks, WAIT};
-    use kimi_core::config::BackgroundConfig;
-    use kimi_core::toolset::Effect;
+    use kimi_core::BackgroundConfig;
+    use kimi_core::Effect;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
@@ -731,7 +726,7 @@ mod tests {
             }
         );
         let done = tasks.manager.wait(&id, WAIT).await.unwrap();
-        assert_eq!(done.runtime.status, kimi_core::background::TaskStatus::Completed);
+        assert_eq!(done.runtime.status, kimi_core::TaskStatus::Completed);
         assert_eq!(
             std::fs::read_to_string(tasks.manager.output_path(&id)).unwrap(),
             "done\n"

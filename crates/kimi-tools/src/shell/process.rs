@@ -14,7 +14,7 @@
 //! group at once. While the command runs, its group is registered with the process guardian
 //! (`kimi_core::guardian`), which kills it if the agent is killed before it can do so itself.
 //!
-//! A confined command is started by the sandbox's spawner (`kimi_core::sandbox::spawner`), which reaps
+//! A confined command is started by the sandbox's spawner (`kimi_core::spawner`), which reaps
 //! it and reports its status; it is stopped through its group exactly the same way.
 //!
 //! When the command ends on its own, processes it left running in the background are not touched,
@@ -25,8 +25,8 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Duration;
 
-use kimi_core::procgroup::{self, GroupChild, GroupGuard};
-use kimi_core::sandbox::CommandSandbox;
+use kimi_core::CommandSandbox;
+use kimi_core::{procgroup, procgroup::GroupChild, procgroup::GroupGuard};
 use nix::sys::signal::Signal;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;

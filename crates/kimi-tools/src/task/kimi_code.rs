@@ -5,7 +5,7 @@
 //! (the rest of `crate::task`) do the work; these only render.
 
 use chrono::{DateTime, Local};
-use kimi_core::background::{TaskStatus, TaskView};
+use kimi_core::{TaskStatus, TaskView};
 
 use super::preview::{PREVIEW_BYTES, Preview, READ_HINT_LINES};
 
@@ -146,7 +146,7 @@ fn payload(view: &TaskView, key: &str) -> Option<String> {
 fn timestamp(seconds: f64) -> String {
     let millis = (seconds * 1000.0) as i64;
     DateTime::from_timestamp_millis(millis)
-        .map(|at| kimi_core::cron::store::iso(&at.with_timezone(&Local)))
+        .map(|at| kimi_core::cron_time(&at.with_timezone(&Local)))
         .unwrap_or_default()
 }
 
@@ -161,7 +161,7 @@ fn lines(fields: &[(&str, String)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_core::background::{TaskKind, TaskRuntime, TaskSpec};
+    use kimi_core::{TaskKind, TaskRuntime, TaskSpec};
     use pretty_assertions::assert_eq;
 
     fn view(status: TaskStatus, timed_out: bool, reason: Option<&str>) -> TaskView {
@@ -173,7 +173,7 @@ mod tests {
                 session_id: "s".into(),
                 description: "build".into(),
                 tool_call_id: "tc".into(),
-                owner_role: kimi_core::background::OwnerRole::Root,
+                owner_role: kimi_core::OwnerRole::Root,
                 created_at: 0.0,
                 command: Some("make".into()),
                 shell_name: None,

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::background::{TaskManager, format_task_list};
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::{CallContext, Plan, Tool, parse_args};
+use kimi_core::{TaskManager, format_task_list};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -22,7 +22,7 @@ struct TaskListArgs {
     active_only: bool,
     /// The most tasks to list.
     #[serde(default = "default_limit")]
-    #[schemars(schema_with = "crate::shell::plain_integer", range(min = 1, max = 100))]
+    #[schemars(schema_with = "crate::args::plain_integer", range(min = 1, max = 100))]
     limit: i64,
 }
 
@@ -98,7 +98,7 @@ impl Tool for TaskList {
 mod tests {
     use super::*;
     use crate::task::testing::{Tasks, WAIT, call, plan};
-    use kimi_core::toolset::Effect;
+    use kimi_core::Effect;
     use kimi_wire::message::DisplayBlock;
     use pretty_assertions::assert_eq;
     use serde_json::json;

@@ -8,7 +8,7 @@ pub(crate) mod output;
 pub(crate) mod preview;
 mod stop;
 
-use kimi_core::background::{TaskManager, TaskView};
+use kimi_core::{TaskManager, TaskView};
 use kimi_wire::message::{DisplayBlock, ToolReturnValue};
 
 pub use list::TaskList;
@@ -72,10 +72,10 @@ pub(crate) mod testing {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use kimi_core::background::{BashTaskRequest, TaskManager, TaskView};
-    use kimi_core::config::BackgroundConfig;
-    use kimi_core::notifications::NotificationQueue;
-    use kimi_core::toolset::{CallContext, Plan, Tool};
+    use kimi_core::BackgroundConfig;
+    use kimi_core::NotificationQueue;
+    use kimi_core::{BashTaskRequest, TaskManager, TaskView};
+    use kimi_core::{CallContext, Plan, Tool};
     use kimi_wire::message::ToolReturnValue;
     use serde_json::Value;
     use tokio_util::sync::CancellationToken;
@@ -113,7 +113,7 @@ pub(crate) mod testing {
                     shell_name: "bash".into(),
                     shell_path: PathBuf::from("bash"),
                     cwd: self.dir.path().to_owned(),
-                    sandbox: kimi_core::sandbox::CommandSandbox::unconfined(),
+                    sandbox: kimi_core::CommandSandbox::unconfined(),
                 })
                 .unwrap()
         }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use kimi_core::background::{TaskManager, TaskView, agent_lines};
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::{CallContext, Plan, Tool, parse_args};
+use kimi_core::{TaskManager, TaskView, agent_lines};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -28,7 +28,7 @@ struct TaskOutputArgs {
     block: bool,
     /// The most seconds to wait when `block` is true.
     #[serde(default = "default_timeout")]
-    #[schemars(schema_with = "crate::shell::plain_integer", range(min = 0, max = 3600))]
+    #[schemars(schema_with = "crate::args::plain_integer", range(min = 0, max = 3600))]
     timeout: i64,
 }
 

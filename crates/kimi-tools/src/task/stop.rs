@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::background::{TaskManager, format_task};
-use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_core::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_core::{TaskManager, format_task};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -119,7 +119,7 @@ impl Tool for TaskStop {
 mod tests {
     use super::*;
     use crate::task::testing::{Tasks, WAIT, call, group_gone_soon, plan};
-    use kimi_core::toolset::Effect;
+    use kimi_core::Effect;
     use kimi_wire::message::DisplayBlock;
     use pretty_assertions::assert_eq;
     use serde_json::json;

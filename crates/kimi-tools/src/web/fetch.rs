@@ -20,8 +20,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::config::ServiceConfig;
-use kimi_core::toolset::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
+use kimi_core::ServiceConfig;
+use kimi_core::{ApprovalAsk, CallContext, Plan, Tool, parse_args};
 use kimi_llm::http::LazyClient;
 use kimi_llm::{ToolSpec, UserAgent};
 use kimi_wire::message::ToolReturnValue;
@@ -731,7 +731,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             plan.effect,
-            kimi_core::toolset::Effect::SideEffect(ApprovalAsk {
+            kimi_core::Effect::SideEffect(ApprovalAsk {
                 action: "fetch from example.com".into(),
                 description: "Fetch `https://Example.COM/a?q=1`".into(),
                 display: Vec::new(),
@@ -750,7 +750,7 @@ mod tests {
             )
             .await
             .unwrap();
-        assert_eq!(plan.effect, kimi_core::toolset::Effect::ReadOnly);
+        assert_eq!(plan.effect, kimi_core::Effect::ReadOnly);
     }
 
     #[test]

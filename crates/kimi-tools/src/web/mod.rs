@@ -26,7 +26,7 @@ mod search;
 
 use std::time::Duration;
 
-use kimi_core::config::{ServiceConfig, Services};
+use kimi_core::{ServiceConfig, Services};
 use kimi_llm::UserAgent;
 use kimi_llm::http::{ClientTimeouts, LazyClient};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
@@ -223,7 +223,7 @@ impl From<reqwest::Error> for Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_core::config::Secret;
+    use kimi_core::Secret;
     use pretty_assertions::assert_eq;
     use std::collections::{BTreeMap, HashMap};
 
@@ -287,8 +287,8 @@ mod test_support {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use kimi_core::config::{Secret, ServiceConfig};
-    use kimi_core::toolset::{CallContext, Effect, Tool};
+    use kimi_core::{CallContext, Effect, Tool};
+    use kimi_core::{Secret, ServiceConfig};
     use kimi_wire::message::{ToolOutput, ToolReturnValue};
     use serde_json::Value;
     use tokio_util::sync::CancellationToken;

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kimi_core::config::ServiceConfig;
-use kimi_core::toolset::{CallContext, Plan, Tool, parse_args};
+use kimi_core::ServiceConfig;
+use kimi_core::{CallContext, Plan, Tool, parse_args};
 use kimi_llm::http::LazyClient;
 use kimi_llm::{ToolSpec, UserAgent};
 use kimi_wire::message::ToolReturnValue;
@@ -44,7 +44,7 @@ struct SearchArgs {
     /// How many results to return. The default suits most searches; when the results miss what you
     /// need, a more specific query helps more than a larger number.
     #[serde(default = "default_limit")]
-    #[schemars(schema_with = "plain_integer", range(min = 1, max = 20))]
+    #[schemars(schema_with = "crate::args::plain_integer", range(min = 1, max = 20))]
     limit: i64,
     /// Also return the text of each result page. This can take a great many tokens, so keep `limit`
     /// small when you turn it on.
@@ -54,11 +54,6 @@ struct SearchArgs {
 
 fn default_limit() -> i64 {
     DEFAULT_LIMIT
-}
-
-/// `{"type": "integer"}` without the `format` schemars would add, as the reference's schema has it.
-fn plain_integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "integer" })
 }
 
 /// The service's answer.
