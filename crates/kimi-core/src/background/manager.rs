@@ -30,7 +30,7 @@ use super::status::{Applied, IllegalTransition, TaskEvent};
 use super::store::{OutputChunk, TaskStore};
 use crate::config::BackgroundConfig;
 use crate::notifications::{Category, NotificationDetails, NotificationEvent, NotificationQueue, unix_now};
-use crate::procgroup;
+use crate::procgroup::{self, GroupGuard};
 use crate::sandbox::CommandSandbox;
 use crate::session::SessionError;
 
@@ -239,21 +239,21 @@ impl TaskManager {
         let pgid = pid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         let timeout = request.timeout_s.map(Duration::from_secs);
         let grace = inner.config.kill_grace_period();
-        // A task meant to die with us must die with us even when we are SIGKILLed: the guardian
-        // kills its group then. A task kept alive on exit is left to the next agent instead.
-        let guarded = match u32::try_from(pgid) {
-            Ok(pgid) if pgid > 0 && !inner.config.keep_alive_on_exit => Some(pgid),
+        // A task meant to die with us has the one child guard: registered with the guardian (which kills
+        // its group if we are SIGKILLed) and killed if its supervisor is dropped unfinished. A task kept
+        // alive on exit is left to the next agent instead, so it has none.
+        let guard = match pid {
+            Some(pid) if pgid > 0 && !inner.config.keep_alive_on_exit => Some(GroupGuard::watch(pid)),
             _ => None,
         };
-        if let Some(pgid) = guarded {
-            crate::guardian::watch(pgid);
-        }
         let supervisor = Arc::clone(inner);
         inner.supervisors.spawn(async move {
             let detach = supervisor.detach.clone();
             let end = bash::supervise(child, pgid, timeout, grace, &stop, &detach).await;
-            if let Some(pgid) = guarded {
-                crate::guardian::release(pgid);
+            // Supervised to its end (exited, or stopped with TERM, grace, KILL): what the command left
+            // running in its group after exiting is left alone, as before.
+            if let Some(guard) = guard {
+                guard.disarm();
             }
             supervisor.finish_bash(&id, end, timeout);
         });
