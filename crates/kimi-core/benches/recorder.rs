@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .expect("a runtime");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let recorder = runtime.block_on(WireRecorder::open(&dir.path().join("wire.jsonl")));
+    let recorder = runtime.block_on(WireRecorder::open(&dir.path().join("wire.jsonl"), None));
     let events = step_events(1);
 
     c.bench_function("recorder/one_step_serialized_once_recorded_and_committed", |b| {

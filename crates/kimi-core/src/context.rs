@@ -57,7 +57,7 @@ impl Context {
     /// Opens `path`: restores what it holds (its system prompt wins over `system_prompt`, as in the
     /// reference), or starts it with `system_prompt`. A record torn by a crash is cut from the file
     /// first; unreadable records are skipped, counted and logged, and never end the read.
-    pub async fn open(path: &Path, system_prompt: String) -> Self {
+    pub async fn open(path: &Path, system_prompt: String, client: Option<&kimi_wire::ClientHandle>) -> Self {
         let target = path.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || repair_tail_logged(&target)).await;
         let mut context = Self::in_memory(system_prompt);
@@ -69,7 +69,7 @@ impl Context {
                 false
             }
         };
-        let file = SessionFile::new(path);
+        let file = SessionFile::new(path, client);
         if !restored_prompt {
             let _ =
                 file.append(&json!({"role": "_system_prompt", "content": context.system_prompt}).to_string());
@@ -232,14 +232,6 @@ impl Context {
         self.file.as_ref().map_or(Ok(()), SessionFile::check)
     }
 
-    /// Has `client`'s stdout writer commit the file with each batch of lines it writes (see
-    /// [`SessionFile::attach`]), so records reach the file without waiting for a flush.
-    pub fn attach(&self, client: &kimi_wire::ClientHandle) {
-        if let Some(file) = &self.file {
-            file.attach(client);
-        }
-    }
-
     fn write(&self, record: Value) -> Result<(), WriteError> {
         match &self.file {
             Some(file) => file.append(&record.to_string()),
@@ -356,7 +348,7 @@ mod tests {
         content.extend_from_slice(b"{\"role\":\"assistant\",\"content\":\"torn");
         std::fs::write(&path, &content).unwrap();
 
-        let mut context = Context::open(&path, "new prompt".into()).await;
+        let mut context = Context::open(&path, "new prompt".into(), None).await;
         assert_eq!(context.system_prompt(), "old prompt");
         assert_eq!(texts(&context), ["first", "caf\u{fffd}", "second"]);
         assert_eq!(context.token_count(), 42);
@@ -376,7 +368,7 @@ mod tests {
         context.flush(false).await.unwrap();
         let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
         assert!(text.ends_with("{\"role\":\"_checkpoint\",\"id\":2}\n"), "{text}");
-        let reopened = Context::open(&path, "x".into()).await;
+        let reopened = Context::open(&path, "x".into(), None).await;
         assert_eq!(texts(&reopened), ["first", "caf\u{fffd}", "second", "third"]);
     }
 
@@ -384,7 +376,7 @@ mod tests {
     async fn a_new_file_starts_with_the_system_prompt() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("context.jsonl");
-        let context = Context::open(&path, "prompt".into()).await;
+        let context = Context::open(&path, "prompt".into(), None).await;
         context.flush(false).await.unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),

@@ -62,11 +62,9 @@ struct ParentLink {
 }
 
 impl EventSink {
-    /// A sink to `client`, recording to `recorder` when given.
+    /// A sink to `client`, recording to `recorder` when given (opened with the same client, so the
+    /// stdout writer commits it).
     pub fn new(client: ClientHandle, recorder: Option<Arc<WireRecorder>>) -> Self {
-        if let Some(recorder) = &recorder {
-            recorder.attach(&client);
-        }
         Self {
             client,
             recorder,
@@ -78,7 +76,6 @@ impl EventSink {
     /// wire.jsonl), and hands each to `parent` as a `SubagentEvent`, which the parent records and
     /// streams. Requests (approvals, questions) go to the client unwrapped, as the reference's do.
     pub fn for_subagent(parent: &EventSink, identity: SubagentIdentity, recorder: Arc<WireRecorder>) -> Self {
-        recorder.attach(&parent.client);
         Self {
             client: parent.client.clone(),
             recorder: Some(recorder),
@@ -93,7 +90,6 @@ impl EventSink {
     /// event to `observer`; nothing reaches the client but its requests (approvals), which go
     /// unwrapped as a foreground subagent's do.
     pub fn for_background(parent: &EventSink, recorder: Arc<WireRecorder>, observer: EventObserver) -> Self {
-        recorder.attach(&parent.client);
         Self {
             client: parent.client.clone(),
             recorder: Some(recorder),

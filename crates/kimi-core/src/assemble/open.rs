@@ -104,7 +104,7 @@ async fn open_session(
         provider_type,
     } = opener;
     let state = StateFile::load(&session.state_path());
-    let recorder = Arc::new(WireRecorder::open(&session.wire_path()).await);
+    let recorder = Arc::new(WireRecorder::open(&session.wire_path(), Some(client)).await);
     let events = EventSink::new(client.clone(), Some(recorder));
     let approval_state = ApprovalState {
         yolo: config.yolo(options.yolo) || state.approval.yolo,
@@ -161,7 +161,7 @@ async fn open_session(
     let mut vars = base_vars.clone();
     vars.extend(spec.system_prompt_args.clone());
     let system_prompt = crate::prompt::render(prompt_template, &vars);
-    let context = Context::open(&session.context_path(), system_prompt).await;
+    let context = Context::open(&session.context_path(), system_prompt, Some(client)).await;
     // What the model was already told (in this session's history) is not told again.
     notifications.ack_all(Sink::Llm, &ids_in_history(context.messages()));
 

@@ -47,12 +47,13 @@ pub struct WireRecorder {
 
 impl WireRecorder {
     /// Opens (or creates) `path`, first cutting a record torn by a crash; a new or empty file gets the
-    /// metadata header.
-    pub async fn open(path: &Path) -> Self {
+    /// metadata header. With a `client`, its stdout writer commits this file before it writes the lines
+    /// queued after a record (see [`SessionFile::new`]).
+    pub async fn open(path: &Path, client: Option<&ClientHandle>) -> Self {
         let target = path.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || repair_tail_logged(&target)).await;
         let (needs_header, has_records) = inspect(path).await;
-        let file = SessionFile::new(path);
+        let file = SessionFile::new(path, client);
         if needs_header {
             let header =
                 serde_json::json!({"type": "metadata", "protocol_version": kimi_wire::PROTOCOL_VERSION});
@@ -63,11 +64,6 @@ impl WireRecorder {
             has_records: has_records.into(),
             held: Mutex::new(None),
         }
-    }
-
-    /// Has `client`'s stdout writer commit this file before it writes the lines queued after a record.
-    pub fn attach(&self, client: &ClientHandle) {
-        self.file.attach(client);
     }
 
     /// Records `event`, merging it into the held one where the reference would. `message` is the event
@@ -555,7 +551,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wire.jsonl");
         std::fs::write(&path, format!("{HEADER}\n{BEGIN}\n{{\"timestamp\": 2.5, \"mes")).unwrap();
-        let recorder = WireRecorder::open(&path).await;
+        let recorder = WireRecorder::open(&path, None).await;
         assert!(recorder.has_records());
         recorder
             .record_event(&Event::TurnEnd(Default::default()), None)
@@ -574,7 +570,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wire.jsonl");
         std::fs::write(&path, r#"{"type": "meta"#).unwrap();
-        let recorder = WireRecorder::open(&path).await;
+        let recorder = WireRecorder::open(&path, None).await;
         assert!(!recorder.has_records());
         recorder.flush().await.unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

@@ -18,7 +18,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use kimi_wire::{ClientHandle, Journal, JournalLink};
 
@@ -30,6 +30,8 @@ const COMMIT_AT: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub struct SessionFile {
     shared: Arc<Shared>,
+    /// The stdout writer that commits this file before each batch of lines, when there is a client.
+    link: Option<JournalLink>,
 }
 
 /// Why a file could not be written.
@@ -51,8 +53,6 @@ struct Shared {
     file: Mutex<Disk>,
     /// Set with [`Disk::failure`], so appends learn of a failure without taking the file's lock.
     failed: AtomicBool,
-    /// The writer that commits this file, once attached.
-    link: OnceLock<JournalLink>,
 }
 
 #[derive(Debug, Default)]
@@ -65,17 +65,21 @@ struct Disk {
 }
 
 impl SessionFile {
-    /// A writer for `path` (created at the first commit if missing, appended to otherwise).
-    pub fn new(path: &Path) -> Self {
-        Self {
-            shared: Arc::new(Shared {
-                path: path.to_path_buf(),
-                pending: Mutex::new(Vec::new()),
-                file: Mutex::new(Disk::default()),
-                failed: AtomicBool::new(false),
-                link: OnceLock::new(),
-            }),
-        }
+    /// A writer for `path` (created at the first commit if missing, appended to otherwise). With a
+    /// `client`, its stdout writer commits this file before each batch of lines it writes: a record
+    /// appended before an event line is queued is then in the file before the client reads that line.
+    pub fn new(path: &Path, client: Option<&ClientHandle>) -> Self {
+        let shared = Arc::new(Shared {
+            path: path.to_path_buf(),
+            pending: Mutex::new(Vec::new()),
+            file: Mutex::new(Disk::default()),
+            failed: AtomicBool::new(false),
+        });
+        let link = client.map(|client| {
+            let journal: Arc<dyn Journal> = shared.clone();
+            client.attach_journal(Arc::downgrade(&journal))
+        });
+        Self { shared, link }
     }
 
     /// The file this writer appends to.
@@ -83,26 +87,20 @@ impl SessionFile {
         &self.shared.path
     }
 
-    /// Has `client`'s stdout writer commit this file before each batch of lines it writes: a record
-    /// appended before an event line is queued is then in the file before the client reads that line. A
-    /// second attachment is ignored.
-    pub fn attach(&self, client: &ClientHandle) {
-        let journal: Arc<dyn Journal> = self.shared.clone();
-        if self.shared.link.get().is_none() {
-            let link = client.attach_journal(Arc::downgrade(&journal));
-            let _ = self.shared.link.set(link);
-        }
-    }
-
     /// Appends one record (without its newline). Never waits for a write, so a sequence of appends
     /// cannot be cut in half by a cancelled caller. Fails once a write of this file has failed.
     pub fn append(&self, record: &str) -> Result<(), WriteError> {
-        self.shared.append(&[record.as_bytes()])
+        self.append_pieces(&[record.as_bytes()])
     }
 
     /// Appends one record made of `pieces` (without its newline), as [`SessionFile::append`].
     pub fn append_pieces(&self, pieces: &[&[u8]]) -> Result<(), WriteError> {
-        self.shared.append(pieces)
+        let first_pending = self.shared.append(pieces)?;
+        // The stdout writer commits before its next batch; if no line is coming, it still should.
+        if first_pending && let Some(link) = &self.link {
+            link.pending();
+        }
+        Ok(())
     }
 
     /// The first failed write, if any; no I/O.
@@ -155,7 +153,9 @@ impl SessionFile {
 }
 
 impl Shared {
-    fn append(&self, pieces: &[&[u8]]) -> Result<(), WriteError> {
+    /// Buffers one record; returns whether it is the first one waiting for a commit (then the writer
+    /// that commits this file should hear of it).
+    fn append(&self, pieces: &[&[u8]]) -> Result<bool, WriteError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(self.failure());
         }
@@ -169,13 +169,9 @@ impl Shared {
             (was_empty, pending.len())
         };
         if len >= COMMIT_AT {
-            return self.write_pending();
+            return self.write_pending().map(|()| false);
         }
-        // The stdout writer commits before its next batch; if no line is coming, it still should.
-        if was_empty && let Some(link) = self.link.get() {
-            link.pending();
-        }
-        Ok(())
+        Ok(was_empty)
     }
 
     fn write_pending(&self) -> Result<(), WriteError> {
@@ -255,7 +251,7 @@ mod tests {
     async fn appends_whole_lines_and_syncs() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/x.jsonl");
-        let file = SessionFile::new(&path);
+        let file = SessionFile::new(&path, None);
         file.append("{\"a\":1}").unwrap();
         file.append_pieces(&[b"{\"b\"", b":2}"]).unwrap();
         assert!(!path.exists(), "nothing is written before a commit");
@@ -267,7 +263,7 @@ mod tests {
     fn rotation_moves_the_old_records_and_starts_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("context.jsonl");
-        let file = SessionFile::new(&path);
+        let file = SessionFile::new(&path, None);
         file.append("old").unwrap();
         file.rotate(&dir.path().join("context_1.jsonl")).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
@@ -285,7 +281,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wire.jsonl");
         std::fs::write(&path, "{\"a\":1}\n{\"torn\": \"rec").unwrap();
-        let file = SessionFile::new(&path);
+        let file = SessionFile::new(&path, None);
         file.append("{\"b\":2}").unwrap();
         file.commit().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"b\":2}\n");
@@ -295,7 +291,7 @@ mod tests {
     fn a_committed_batch_is_in_the_file_when_commit_returns() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.jsonl");
-        let file = SessionFile::new(&path);
+        let file = SessionFile::new(&path, None);
         for i in 0..100 {
             file.append(&format!("{{\"n\":{i}}}")).unwrap();
             file.commit().unwrap();
@@ -308,7 +304,7 @@ mod tests {
     fn what_is_left_is_written_when_the_last_handle_goes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.jsonl");
-        let file = SessionFile::new(&path);
+        let file = SessionFile::new(&path, None);
         file.append("last").unwrap();
         drop(file);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "last\n");
@@ -318,7 +314,7 @@ mod tests {
     fn a_large_backlog_is_written_without_a_commit() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.jsonl");
-        let file = SessionFile::new(&path);
+        let file = SessionFile::new(&path, None);
         let record = "x".repeat(1000);
         for _ in 0..(COMMIT_AT / 1000 + 1) {
             file.append(&record).unwrap();
@@ -332,7 +328,7 @@ mod tests {
         // A directory where the file should be makes every write fail.
         let path = dir.path().join("blocked");
         std::fs::create_dir(&path).unwrap();
-        let file = SessionFile::new(&path);
+        let file = SessionFile::new(&path, None);
         file.append("x").unwrap();
         let err = file.commit().unwrap_err();
         assert_eq!(err.path, path);

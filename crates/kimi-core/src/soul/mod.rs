@@ -203,7 +203,6 @@ pub(crate) struct SoulParts {
 impl Soul {
     /// Makes a soul of `parts`; the only constructor.
     pub(crate) fn new(parts: SoulParts) -> Self {
-        parts.context.attach(parts.events.client());
         Self {
             llm: parts.llm,
             model: parts.model,

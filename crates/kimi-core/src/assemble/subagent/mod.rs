@@ -108,7 +108,8 @@ impl Subagents {
             subagent_type: kind.name.clone(),
             background_task: None,
         };
-        let recorder = Arc::new(WireRecorder::open(&dir.join("wire.jsonl")).await);
+        let recorder =
+            Arc::new(WireRecorder::open(&dir.join("wire.jsonl"), Some(self.parent.events.client())).await);
         let events = EventSink::for_subagent(&self.parent.events, identity.clone(), recorder);
         let soul = self.build_soul(kind, identity, events, model, &dir).await;
         let _ = self
@@ -270,7 +271,8 @@ impl Subagents {
             subagent_type: run.kind.name.clone(),
             background_task: Some(task_id.clone()),
         };
-        let recorder = Arc::new(WireRecorder::open(&dir.join("wire.jsonl")).await);
+        let recorder =
+            Arc::new(WireRecorder::open(&dir.join("wire.jsonl"), Some(self.parent.events.client())).await);
         let observer = {
             let transcript = transcript.clone();
             Arc::new(move |event: &kimi_wire::message::Event| transcript.event(event))
@@ -411,7 +413,12 @@ impl Subagents {
             tasks: self.parent.tasks.for_subagent(),
             ..self.parent.clone()
         };
-        let context = Context::open(&dir.join("context.jsonl"), kind.system_prompt.clone()).await;
+        let context = Context::open(
+            &dir.join("context.jsonl"),
+            kind.system_prompt.clone(),
+            Some(inputs.events.client()),
+        )
+        .await;
         soul::soul(Recipe {
             factory: self.factory.as_ref(),
             tools: &self.tools(kind),
