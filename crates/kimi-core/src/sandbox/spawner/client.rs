@@ -306,8 +306,13 @@ impl Reader {
                 if waiter.send(Started::Spawned(pid, exit_rx)).is_err() {
                     // Nobody waits for it any more (the call was dropped): nobody would stop it either.
                     crate::sync::lock(&self.shared.exits).remove(&pid);
+                    // Its group is its own (the spawner starts each command as a group leader); gone
+                    // already is fine. Not through `procgroup`, which spawns through this module.
                     if let Ok(pgid) = i32::try_from(pid) {
-                        crate::procgroup::signal(pgid, nix::sys::signal::Signal::SIGKILL);
+                        let _ = nix::sys::signal::killpg(
+                            nix::unistd::Pid::from_raw(pgid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
                     }
                 }
             }
