@@ -18,11 +18,21 @@ const FULL_CONTENT: &str = "The returned content is the full content of the page
 /// becomes the config's `[services]` and `env` is added to the binary's environment. Returns the
 /// call's `return_value`.
 async fn call_tool(services: Option<Value>, env: &[(&str, &str)], name: &str, args: Value) -> Result<Value> {
+    call_tool_in(TestHome::new()?, services, env, name, args).await
+}
+
+/// [`call_tool`] in a given home (one holding a login's tokens, say).
+async fn call_tool_in(
+    mut home: TestHome,
+    services: Option<Value>,
+    env: &[(&str, &str)],
+    name: &str,
+    args: Value,
+) -> Result<Value> {
     let call = format!(
         "text: calling {name}\n{}",
         tool_call_line("tc-1", name, Some(&args.to_string()))
     );
-    let mut home = TestHome::new()?;
     let config_path = home.scripted_config(&[&call, "text: done"], json!({}))?;
     let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&config_path)?)?;
     if let Some(services) = services {
@@ -298,6 +308,65 @@ async fn search_web_queries_the_configured_service() -> Result<()> {
                           ---\n\n\
                           Title: Edition guide\nDate: \nURL: https://doc.rust-lang.org/edition-guide\nSummary: What changed.\n\n",
                "message": "", "display": [], "extras": null})
+    );
+    Ok(())
+}
+
+/// After `login` the services name the account's token instead of a key (reference
+/// `resolve_api_key`): the stored access token is the bearer, with the device headers.
+#[tokio::test]
+async fn the_services_use_the_logins_token_when_they_name_one() -> Result<()> {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/search"))
+        .and(header("authorization", "Bearer account-token"))
+        .and(header("x-msh-platform", "kimi_cli"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"search_results": [
+                {"site_name": "S", "title": "T", "url": "https://example.com", "snippet": "found"},
+            ]})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let home = TestHome::new()?;
+    let credentials = home.share().join("credentials");
+    std::fs::create_dir_all(&credentials)?;
+    std::fs::write(
+        credentials.join("kimi-code.json"),
+        json!({"access_token": "account-token", "refresh_token": "r", "expires_at": 4102444800.0,
+               "scope": "", "token_type": "Bearer", "expires_in": 900.0})
+        .to_string(),
+    )?;
+    let services = json!({"moonshot_search": {
+        "base_url": format!("{}/search", server.uri()),
+        "api_key": "",
+        "oauth": {"storage": "file", "key": "oauth/kimi-code"},
+    }});
+    let value = call_tool_in(home, Some(services), &[], "SearchWeb", json!({"query": "q"})).await?;
+    assert_eq!(value["is_error"], json!(false), "{value}");
+    assert!(
+        value["output"].as_str().is_some_and(|o| o.contains("found")),
+        "{value}"
+    );
+    Ok(())
+}
+
+/// Without a stored token the configured key is used; with neither the service is not configured.
+#[tokio::test]
+async fn a_service_naming_a_missing_login_and_no_key_is_not_configured() -> Result<()> {
+    let services = json!({"moonshot_search": {
+        "base_url": "http://127.0.0.1:9/search",
+        "api_key": "",
+        "oauth": {"storage": "file", "key": "oauth/kimi-code"},
+    }});
+    let value = call_tool(Some(services), &[], "SearchWeb", json!({"query": "q"})).await?;
+    assert_eq!(
+        value,
+        error(
+            "Search service is not configured. You may want to try other methods to search.",
+            "Search service not configured"
+        )
     );
     Ok(())
 }

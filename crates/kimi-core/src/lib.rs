@@ -78,7 +78,8 @@ pub use approval::{ApprovalAsk, ApprovalRuntime, ApprovalSource, ApprovalState, 
 pub use assemble::{
     AgentRequest, RunOptions, Subagents, ToolFactory, ToolInputs, sandbox_policy, session as assemble,
 };
-pub use auth::account;
+pub use auth::client::device_headers;
+pub use auth::{account, service_key};
 pub use background::{
     BashTaskRequest, OwnerRole, TaskKind, TaskManager, TaskRuntime, TaskSpec, TaskStatus, TaskView,
     agent_lines, format_task, format_task_list,

@@ -82,6 +82,7 @@ impl ToolDeps {
                 limits: web::WebLimits::from_env(|name| inputs.process_env.get(name).cloned()),
                 fetch_allowed_hosts: web::HostList::new(&config.fetch_allowed_hosts),
                 fetch_allow_private_hosts: web::HostList::new(&config.fetch_allow_private_hosts),
+                share_dir: Some(inputs.share_dir.clone()),
             },
             files: file::FileSettings {
                 read_roots: inputs

@@ -325,8 +325,9 @@ fn model_info(item: &Value) -> Option<ModelInfo> {
     })
 }
 
-/// The reference's device headers. Values are made ASCII (header values must be).
-fn device_headers(share_dir: &Path) -> HeaderMap {
+/// The reference's device headers (`X-Msh-Platform`, `X-Msh-Version`, `X-Msh-Device-*`), sent to the
+/// account server, the coding API and the web services. Values are made ASCII (header values must be).
+pub fn device_headers(share_dir: &Path) -> HeaderMap {
     let uname = nix::sys::utsname::uname().ok();
     let part = |get: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
         uname

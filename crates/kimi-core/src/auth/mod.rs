@@ -18,7 +18,9 @@ pub mod client;
 pub mod provider;
 pub mod token;
 
-use crate::config::Env;
+use std::path::Path;
+
+use crate::config::{Env, OAuthRef, Secret};
 
 /// The platform of the Kimi Code account (reference `KIMI_CODE_PLATFORM_ID`).
 pub const PLATFORM_ID: &str = "kimi-code";
@@ -28,6 +30,23 @@ pub const MANAGED_PROVIDER: &str = "managed:kimi-code";
 pub const OAUTH_KEY: &str = "oauth/kimi-code";
 /// The OAuth client the Kimi Code CLI is registered as.
 pub const CLIENT_ID: &str = "17e5f671-d194-4dfb-9706-5516cb48c098";
+
+/// The bearer key of a Moonshot web service (`[services.moonshot_search]`, `moonshot_fetch`): the
+/// stored access token its `oauth` reference names (what `login` sets up, with no `api_key`), else the
+/// configured `api_key`, as the reference's `resolve_api_key`. Read at each call: the chat provider
+/// refreshes the stored token, so a long session keeps sending a current one.
+pub fn service_key(api_key: &Secret, oauth: Option<&OAuthRef>, share_dir: &Path) -> String {
+    if let Some(oauth) = oauth {
+        match token::load(share_dir, &oauth.key) {
+            Some(stored) if !stored.access_token.is_empty() => return stored.access_token,
+            _ => tracing::warn!(
+                key = %oauth.key,
+                "a web service names a login but no access token is stored; using its api_key"
+            ),
+        }
+    }
+    api_key.expose().to_owned()
+}
 
 /// The account server when no variable names another.
 const DEFAULT_OAUTH_HOST: &str = "https://auth.kimi.com";

@@ -17,6 +17,7 @@
 //! anything leaves, DNS included; and the page request never reaches a local-network address
 //! (`guard`), on any hop, unless `fetch_allow_private_hosts` lists the host.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -33,7 +34,9 @@ use serde_json::{Value, json};
 use super::body::{self, ContentType, Kind, ReadError, Size};
 use super::extract;
 use super::guard::{Guard, GuardedClient, HostList, PrivateAddress};
-use super::{Failure, MAX_OUTPUT_CHARS, Timeouts, WebLimits, WebSettings, client, service_headers};
+use super::{
+    Failure, MAX_OUTPUT_CHARS, Timeouts, WebLimits, WebSettings, client, service_headers, service_key,
+};
 use crate::output::OutputBuilder;
 
 /// The tool's name.
@@ -77,6 +80,7 @@ struct FetchService {
     config: ServiceConfig,
     client: LazyClient,
     user_agent: UserAgent,
+    share_dir: Option<PathBuf>,
 }
 
 impl FetchURL {
@@ -94,6 +98,7 @@ impl FetchURL {
                 config: config.clone(),
                 client: client(Timeouts::FETCH_SERVICE.capped(timeout_cap)),
                 user_agent: settings.user_agent.clone(),
+                share_dir: settings.share_dir.clone(),
             });
         let guard = Guard {
             allow_private: settings.fetch_allow_private_hosts.clone(),
@@ -190,17 +195,20 @@ impl FetchService {
         tool_call_id: &str,
         max_body_bytes: u64,
     ) -> Result<ToolReturnValue, String> {
-        // Reference: an empty key is "not configured" (its OAuth tokens are not supported here).
-        if self.config.api_key.is_empty() {
+        // Reference: an empty key is "not configured"; a login's token is a key.
+        let key = service_key(&self.config, self.share_dir.as_deref());
+        if key.is_empty() {
             return Err(
                 "Fetch service is not configured. You may want to try other methods to fetch.".to_owned(),
             );
         }
         let headers = service_headers(
             &self.config,
+            &key,
             &self.user_agent,
             &[("Accept", "text/markdown")],
             tool_call_id,
+            self.share_dir.as_deref(),
         );
         let client = self.client.get().map_err(|e| service_failure(e.into()))?;
         let response = client

@@ -24,6 +24,7 @@ mod fetch;
 mod guard;
 mod search;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kimi_core::{ServiceConfig, Services};
@@ -66,6 +67,9 @@ pub struct WebSettings {
     pub fetch_allowed_hosts: HostList,
     /// Hosts FetchURL may reach on a local-network address (`fetch_allow_private_hosts`).
     pub fetch_allow_private_hosts: HostList,
+    /// The share directory: where a service's login token and the device id are read. Without it the
+    /// services get their `api_key` and no device headers.
+    pub share_dir: Option<PathBuf>,
 }
 
 impl Default for WebSettings {
@@ -76,6 +80,7 @@ impl Default for WebSettings {
             limits: WebLimits::default(),
             fetch_allowed_hosts: HostList::default(),
             fetch_allow_private_hosts: HostList::default(),
+            share_dir: None,
         }
     }
 }
@@ -167,17 +172,46 @@ const fn client(timeouts: Timeouts) -> LazyClient {
     })
 }
 
+/// The bearer key of `service`: its login's stored token when it names one (and a share dir is known),
+/// else its `api_key`; empty when it has neither (the service is then "not configured").
+fn service_key(service: &ServiceConfig, share_dir: Option<&Path>) -> String {
+    match share_dir {
+        Some(share_dir) => kimi_core::service_key(&service.api_key, service.oauth.as_ref(), share_dir),
+        None => service.api_key.expose().to_owned(),
+    }
+}
+
 /// The headers of a call to a Moonshot service, in the reference's order (later ones win):
-/// `User-Agent`, `Authorization: Bearer <api_key>`, the tool's `extra` ones, the tool call id, then the
-/// configured `custom_headers`. Headers that are not valid HTTP are left out with a warning.
+/// `User-Agent`, `Authorization: Bearer <key>`, the tool's `extra` ones, the tool call id, the device
+/// headers (`X-Msh-*`, with a share dir), then the configured `custom_headers`. Headers that are not
+/// valid HTTP are left out with a warning.
 fn service_headers(
     service: &ServiceConfig,
+    key: &str,
     user_agent: &UserAgent,
     extra: &[(&str, &str)],
     tool_call_id: &str,
+    share_dir: Option<&Path>,
 ) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    let mut put = |name: &str, value: &str| match (
+    put(&mut headers, USER_AGENT.as_str(), &user_agent.get());
+    put(&mut headers, AUTHORIZATION.as_str(), &format!("Bearer {key}"));
+    for (name, value) in extra {
+        put(&mut headers, name, value);
+    }
+    put(&mut headers, TOOL_CALL_ID_HEADER, tool_call_id);
+    if let Some(share_dir) = share_dir {
+        headers.extend(kimi_core::device_headers(share_dir));
+    }
+    for (name, value) in service.custom_headers.iter().flatten() {
+        put(&mut headers, name, value);
+    }
+    headers
+}
+
+/// Sets header `name` to `value`; one that is not valid HTTP is left out with a warning.
+fn put(headers: &mut HeaderMap, name: &str, value: &str) {
+    match (
         HeaderName::from_bytes(name.as_bytes()),
         HeaderValue::from_str(value),
     ) {
@@ -185,20 +219,7 @@ fn service_headers(
             headers.insert(name, value);
         }
         _ => tracing::warn!(header = name, "invalid header for a web service; left out"),
-    };
-    put(USER_AGENT.as_str(), &user_agent.get());
-    put(
-        AUTHORIZATION.as_str(),
-        &format!("Bearer {}", service.api_key.expose()),
-    );
-    for (name, value) in extra {
-        put(name, value);
     }
-    put(TOOL_CALL_ID_HEADER, tool_call_id);
-    for (name, value) in service.custom_headers.iter().flatten() {
-        put(name, value);
-    }
-    headers
 }
 
 /// How a request failed before a status came back, in the two kinds the reference tells apart.
@@ -266,9 +287,11 @@ mod tests {
         };
         let headers = service_headers(
             &service,
+            "key",
             &UserAgent::new("ua/1"),
             &[("Accept", "text/markdown")],
             "tc-1",
+            None,
         );
         let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         assert_eq!(get("user-agent"), Some("ua/1"));

@@ -7,6 +7,7 @@
 //! date?, ...}]}`. Each result becomes a `Title / Date / URL / Summary` block (plus the page text when
 //! `include_content` asked for it), blocks separated by `---`, exactly as the reference prints them.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -20,7 +21,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
 use super::body::{self, ReadError, Size};
-use super::{Failure, MAX_OUTPUT_CHARS, Timeouts, WebSettings, client, service_headers};
+use super::{Failure, MAX_OUTPUT_CHARS, Timeouts, WebSettings, client, service_headers, service_key};
 use crate::args;
 use crate::output::OutputBuilder;
 
@@ -87,6 +88,7 @@ pub struct SearchWeb {
     client: LazyClient,
     user_agent: UserAgent,
     max_body_bytes: u64,
+    share_dir: Option<PathBuf>,
 }
 
 impl SearchWeb {
@@ -101,19 +103,21 @@ impl SearchWeb {
             client: client(Timeouts::SEARCH_SERVICE.capped(limits.timeout_cap)),
             user_agent: settings.user_agent.clone(),
             max_body_bytes: limits.max_body_bytes,
+            share_dir: settings.share_dir.clone(),
         })
     }
 
     async fn run(self: Arc<Self>, args: SearchArgs, tool_call_id: String) -> ToolReturnValue {
         let out = OutputBuilder::with_limits(MAX_OUTPUT_CHARS, None);
-        // Reference: an empty URL or key is "not configured" (its OAuth tokens are not supported here).
-        if self.service.base_url.is_empty() || self.service.api_key.is_empty() {
+        // Reference: an empty URL or key is "not configured"; a login's token is a key.
+        let key = service_key(&self.service, self.share_dir.as_deref());
+        if self.service.base_url.is_empty() || key.is_empty() {
             return out.error(
                 "Search service is not configured. You may want to try other methods to search.",
                 "Search service not configured",
             );
         }
-        match self.search(&args, &tool_call_id).await {
+        match self.search(&args, &key, &tool_call_id).await {
             Ok(results) => render(out, &results),
             Err(SearchError::Failed(Failure::Timeout)) => {
                 tracing::warn!(query = %args.query, "SearchWeb request timed out");
@@ -150,8 +154,20 @@ impl SearchWeb {
         }
     }
 
-    async fn search(&self, args: &SearchArgs, tool_call_id: &str) -> Result<Vec<SearchResult>, SearchError> {
-        let headers = service_headers(&self.service, &self.user_agent, &[], tool_call_id);
+    async fn search(
+        &self,
+        args: &SearchArgs,
+        key: &str,
+        tool_call_id: &str,
+    ) -> Result<Vec<SearchResult>, SearchError> {
+        let headers = service_headers(
+            &self.service,
+            key,
+            &self.user_agent,
+            &[],
+            tool_call_id,
+            self.share_dir.as_deref(),
+        );
         let client = self.client.get().map_err(|e| SearchError::Failed(e.into()))?;
         let response = client
             .post(&self.service.base_url)
