@@ -262,3 +262,19 @@ async fn session_errors_name_their_kind() -> Result<()> {
     assert_eq!(answer["error"]["data"], json!({"kind": "session_file_error"}));
     wire.assert_alive_with_data().await
 }
+
+#[tokio::test]
+async fn a_replay_that_cannot_read_the_session_names_its_kind() -> Result<()> {
+    // A directory where wire.jsonl belongs: opening succeeds, reading fails.
+    let home = TestHome::new()?.scripted(&["text: unused"])?;
+    let dir = home.sessions_of_work_dir().join("unreadable");
+    std::fs::create_dir_all(dir.join("wire.jsonl"))?;
+    let mut wire = spawn_on_session(&home, "unreadable").await?;
+    let id = wire.request("replay", json!({})).await?;
+    let (answer, _) = wire.read_response(&id).await?;
+    assert_eq!(
+        answer["error"],
+        json!({"code": -32603, "message": "Replay failed", "data": {"kind": "replay_failed"}})
+    );
+    wire.assert_alive_with_data().await
+}
