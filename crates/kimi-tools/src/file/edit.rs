@@ -102,7 +102,7 @@ impl Tool for StrReplaceFile {
     ) -> BoxFuture<'static, Result<Plan, ToolReturnValue>> {
         Box::pin(async move {
             let params: EditParams = parse_args(args)?;
-            let (target, action, diff) = prepare(&self.env, &self.settings, &params).await?;
+            let (target, action, diff, planned) = prepare(&self.env, &self.settings, &params).await?;
             check_sandbox(&self.env, &target.real, ctx.plan_mode)?;
             let ask = ApprovalAsk {
                 action: action.to_owned(),
@@ -115,7 +115,7 @@ impl Tool for StrReplaceFile {
                 if let Err(refusal) = check_sandbox(&self.env, &target.real, ctx.plan_mode) {
                     return refusal;
                 }
-                run(params, target, diff).await
+                run(params, target, Planned { diff, text: planned }).await
             };
             Ok(Plan::side_effect(ask, Box::pin(run)))
         })
@@ -281,7 +281,7 @@ async fn prepare(
     env: &Arc<Environment>,
     settings: &FileSettings,
     params: &EditParams,
-) -> Result<(Target, &'static str, Vec<DisplayBlock>), ToolReturnValue> {
+) -> Result<(Target, &'static str, Vec<DisplayBlock>, String), ToolReturnValue> {
     let raw = params.path.as_str();
     if raw.is_empty() {
         return Err(tool_error("File path cannot be empty.", "Empty file path"));
@@ -308,7 +308,8 @@ async fn prepare(
     let count = edits.len();
     let diff = blocking(move || {
         let new_text = apply(&loaded.text, &edits)?;
-        Ok((new_text != loaded.text).then(|| build_diff_blocks(&shown, &loaded.text, &new_text)))
+        Ok((new_text != loaded.text)
+            .then(|| (build_diff_blocks(&shown, &loaded.text, &new_text), loaded.text)))
     })
     .await
     .map_err(|e| failed(raw, &e))?
@@ -319,10 +320,17 @@ async fn prepare(
     } else {
         ACTION_EDIT_OUTSIDE
     };
-    Ok((target, action, diff))
+    let (diff, planned) = diff;
+    Ok((target, action, diff, planned))
 }
 
-async fn run(params: EditParams, target: Target, diff: Vec<DisplayBlock>) -> ToolReturnValue {
+/// What planning saw: the diff the approval showed, and the text it was computed from.
+struct Planned {
+    diff: Vec<DisplayBlock>,
+    text: String,
+}
+
+async fn run(params: EditParams, target: Target, planned: Planned) -> ToolReturnValue {
     let raw = params.path.as_str();
     let edits = params.edit.as_slice();
     // Re-read: the file may have changed while the user was deciding.
@@ -337,6 +345,18 @@ async fn run(params: EditParams, target: Target, diff: Vec<DisplayBlock>) -> Too
     if new_text == loaded.text {
         return no_replacements();
     }
+    // An earlier call of the step (or anyone) changed the file since the approval's diff was made: the
+    // result shows what this edit really did.
+    let display = if loaded.text == planned.text {
+        planned.diff
+    } else {
+        let shown = target.shown.to_string_lossy().into_owned();
+        let (old, new) = (loaded.text.clone(), new_text.clone());
+        match blocking(move || build_diff_blocks(&shown, &old, &new)).await {
+            Ok(diff) => diff,
+            Err(e) => return failed(raw, &e),
+        }
+    };
     let bytes = if loaded.crlf {
         new_text.replace('\n', "\r\n")
     } else {
@@ -350,7 +370,7 @@ async fn run(params: EditParams, target: Target, diff: Vec<DisplayBlock>) -> Too
     }
     let total = count_replacements(&loaded.text, edits);
     ToolReturnValue {
-        display: diff,
+        display,
         ..ToolReturnValue::ok(
             "",
             format!(
@@ -416,6 +436,29 @@ mod tests {
             }
         );
         assert_eq!(dir.read("file.txt"), "hi");
+    }
+
+    /// A file changed between the approval and the run (an earlier write of the same step): the edit
+    /// applies to the file as it is, and the result's diff shows that, not the approval's.
+    #[tokio::test]
+    async fn the_result_shows_the_diff_of_the_file_as_it_was_written() {
+        let dir = TestDir::new();
+        dir.write("file.txt", "hello\n");
+        let args = json!({"path": "file.txt", "edit": {"old": "hello", "new": "hi"}});
+        let plan = tool(&dir).plan(args, ctx()).await.unwrap();
+        let shown = dir.show("file.txt");
+        let Effect::SideEffect(ask) = &plan.effect else {
+            panic!("an edit asks")
+        };
+        assert_eq!(ask.display, build_diff_blocks(&shown, "hello\n", "hi\n"));
+        dir.write("file.txt", "first\nhello\n");
+        let value = plan.run.await;
+        assert_eq!(dir.read("file.txt"), "first\nhi\n");
+        assert_eq!(
+            value.display,
+            build_diff_blocks(&shown, "first\nhello\n", "first\nhi\n")
+        );
+        assert_ne!(value.display, ask.display);
     }
 
     #[tokio::test]
