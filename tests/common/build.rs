@@ -35,9 +35,18 @@ fn build_agent() -> Result<PathBuf> {
     build.env_clear();
     for (key, value) in std::env::vars_os() {
         let name = key.to_string_lossy();
-        let keep = matches!(name.as_ref(), "PATH" | "HOME" | "CARGO_HOME" | "TMPDIR")
-            || name.starts_with("RUSTUP_")
-            || name.starts_with("CARGO_PROFILE_")
+        let keep = matches!(
+            name.as_ref(),
+            "PATH" | "HOME" | "CARGO_HOME" | "TMPDIR" | "CARGO_INCREMENTAL"
+        ) || [
+            "RUSTUP_",
+            "CARGO_PROFILE_",
+            "CARGO_BUILD_",
+            "CARGO_NET_",
+            "CARGO_TERM_",
+        ]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
             || name.ends_with("RUSTFLAGS");
         if keep {
             build.env(key, value);
