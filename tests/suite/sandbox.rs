@@ -510,6 +510,57 @@ async fn the_model_is_told_where_it_may_write_and_that_it_has_no_network() -> Re
     Ok(())
 }
 
+/// A subagent's commands are confined as the root agent's are: its model is told the same (and,
+/// without a sandbox, nothing), while plan mode and afk stay the root agent's business.
+#[tokio::test]
+async fn a_subagents_model_is_told_about_the_sandbox_too() -> Result<()> {
+    let model = MockModel::start(|_, messages| {
+        let first_user = messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .map(message_text)
+            .unwrap_or_default();
+        if first_user.contains("SUBTASK") {
+            // Long enough a summary that the subagent is not asked for more.
+            return Reply::Text(format!("Looked around: {}", "all is well. ".repeat(20)));
+        }
+        match tool_result(messages, "tc-agent") {
+            None => Reply::call(
+                "tc-agent",
+                "Agent",
+                json!({"description": "look", "prompt": "SUBTASK: look around", "subagent_type": "explore"}),
+            ),
+            Some(_) => Reply::Text("done".into()),
+        }
+    })
+    .await;
+    let sandboxed = Sandboxed::new()?.mocked(
+        &model,
+        json!({"sandbox_mode": "workspace-write", "sandbox_network": false}),
+    )?;
+    let mut wire = sandboxed.spawn(&[]).await?;
+    initialize_enforced(&mut wire).await?;
+    let (response, _) = wire.prompt(json!("delegate")).await?;
+    assert_eq!(response["result"]["status"], "finished");
+    let requests = model.requests().await;
+    let (sub, root): (Vec<_>, Vec<_>) = requests.iter().partition(|r| {
+        r.iter()
+            .find(|m| m["role"] == "user")
+            .is_some_and(|m| message_text(m).contains("SUBTASK"))
+    });
+    ensure!(
+        sub.len() == 1 && root.len() == 2,
+        "{} / {}",
+        sub.len(),
+        root.len()
+    );
+    let told_root = sandbox_reminders(root[0]);
+    let told_sub = sandbox_reminders(sub[0]);
+    ensure!(told_root.len() == 1, "root told {told_root:?}");
+    assert_eq!(told_sub, told_root);
+    Ok(())
+}
+
 /// A TCP listener on the host's loopback, and the bash line that connects to it.
 fn listener() -> Result<(std::net::TcpListener, String)> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;

@@ -91,8 +91,11 @@ pub(crate) fn soul(recipe: Recipe<'_>) -> Soul {
         mcp: None,
         skills: None,
         session: None,
+        workspace: Arc::clone(&inputs.env),
         notifications: None,
-        reminders: Reminders::none(),
+        // A subagent's commands are confined as the root agent's are, so it is told the same; plan mode
+        // and afk are the root agent's business (reference).
+        reminders: Reminders::for_subagent().with_tool_names(tool_names),
     };
     if let Some(root) = root {
         // After the agent's tools, and only when some skill may be loaded by the model (seeds/002).

@@ -64,8 +64,8 @@ pub struct Injection {
     pub text: String,
 }
 
-/// The providers a soul runs. A subagent runs none: the plan-mode workflow and afk are the root agent's
-/// business (reference).
+/// The providers a soul runs. A subagent runs only the sandbox's: the plan-mode workflow and afk are the
+/// root agent's business (reference), but its commands are confined all the same.
 #[derive(Debug, Default)]
 pub struct Reminders {
     plan: Option<PlanModeReminder>,
@@ -79,6 +79,15 @@ impl Reminders {
     /// No reminders (subagents, scratch souls).
     pub fn none() -> Self {
         Self::default()
+    }
+
+    /// A subagent's reminders: the sandbox's only.
+    pub fn for_subagent() -> Self {
+        Self {
+            sandbox: Some(SandboxReminder),
+            names: ToolNames::REFERENCE,
+            ..Self::default()
+        }
     }
 
     /// The root agent's reminders; `afk` is false when the configuration turns the afk reminder off

@@ -142,9 +142,12 @@ pub struct Soul {
     skills: Option<Arc<Skills>>,
     /// Session facts slash commands need (the root agent's).
     session: Option<SessionInfo>,
+    /// The workspace its tools see, and how its commands are confined (every soul's, for the sandbox
+    /// reminder).
+    workspace: Arc<crate::state::Environment>,
     /// Nested turns (flow nodes, `/init`) begun and not yet ended; a cancelled turn closes them.
     pub(crate) open_nested_turns: AtomicU32,
-    /// The reminders this soul owes its model (none for subagents).
+    /// The reminders this soul owes its model (a subagent: only the sandbox's).
     reminders: Mutex<Reminders>,
     /// Ids of the calls the client saw (`ToolCall`) without their `ToolResult` yet, so a cancel or a
     /// failed attempt can answer each (no await while held).
@@ -194,9 +197,12 @@ pub(crate) struct SoulParts {
     pub skills: Option<Arc<Skills>>,
     /// Session facts slash commands need (the root agent's).
     pub session: Option<SessionInfo>,
+    /// The workspace its tools see.
+    pub workspace: Arc<crate::state::Environment>,
     /// The session's notifications, delivered to the model and client (the root agent's).
     pub notifications: Option<Arc<NotificationQueue>>,
-    /// The reminders this soul owes its model ([`Reminders::none`] for subagents and scratch souls).
+    /// The reminders this soul owes its model ([`Reminders::for_subagent`] for subagents,
+    /// [`Reminders::none`] for scratch souls).
     pub reminders: Reminders,
 }
 
@@ -219,6 +225,7 @@ impl Soul {
             mcp: parts.mcp,
             skills: parts.skills,
             session: parts.session,
+            workspace: parts.workspace,
             open_nested_turns: AtomicU32::new(0),
             open_calls: Mutex::new(Vec::new()),
             reminders: Mutex::new(parts.reminders),
@@ -245,6 +252,7 @@ impl Soul {
             mcp: self.mcp.clone(),
             skills: self.skills.clone(),
             session: None,
+            workspace: Arc::clone(&self.workspace),
             notifications: None,
             reminders: Reminders::none(),
         })
@@ -253,11 +261,6 @@ impl Soul {
     /// The session's skills, if it has any.
     pub fn skills(&self) -> Option<&Arc<Skills>> {
         self.skills.as_ref()
-    }
-
-    /// The session facts (the root agent's).
-    pub fn session_info(&self) -> Option<&SessionInfo> {
-        self.session.as_ref()
     }
 
     /// The session's MCP servers (the root agent's and its scratch souls').

@@ -18,7 +18,7 @@ impl Soul {
             None => false,
         };
         let afk = self.approvals.state().afk;
-        let sandbox = self.session_info().map(|session| session.env.sandbox_info());
+        let sandbox = Some(self.workspace.sandbox_info());
         let mut context = self.context.lock().await;
         let facts = ModeFacts {
             history: context.messages(),
