@@ -108,6 +108,13 @@ impl Reminders {
         self
     }
 
+    /// Whether plan mode's provider runs. Only such a soul (the root agent's) reads plan mode's facts:
+    /// "plan mode was just entered" is taken when read, and a subagent sharing the plan state must not
+    /// take it from the root agent.
+    pub fn runs_plan(&self) -> bool {
+        self.plan.is_some()
+    }
+
     /// Whether any provider runs (the soul gathers no facts otherwise).
     pub fn is_empty(&self) -> bool {
         self.plan.is_none() && self.afk.is_none() && self.sandbox.is_none()
@@ -214,6 +221,18 @@ mod tests {
 
     fn texts(history: &[Message]) -> Vec<(Role, String)> {
         history.iter().map(|m| (m.role, m.text())).collect()
+    }
+
+    /// A subagent's soul shares the root agent's plan state; only a soul running plan mode's provider
+    /// may take its "just entered" flag (`Soul::remind`), so a subagent's model call cannot eat the
+    /// root agent's plan-mode reminder.
+    #[test]
+    fn only_the_root_agents_reminders_read_plan_mode() {
+        assert!(Reminders::for_root(true).runs_plan());
+        let subagent = Reminders::for_subagent();
+        assert!(!subagent.runs_plan());
+        assert!(!subagent.is_empty(), "a subagent is told about the sandbox");
+        assert!(!Reminders::none().runs_plan() && Reminders::none().is_empty());
     }
 
     #[test]

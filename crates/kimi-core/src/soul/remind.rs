@@ -8,11 +8,15 @@ use crate::sync::lock;
 impl Soul {
     /// Appends the reminders due now to the context.
     pub(super) async fn remind(&self) -> Result<(), TurnError> {
-        if lock(&self.reminders).is_empty() {
+        let (any, plan) = {
+            let reminders = lock(&self.reminders);
+            (!reminders.is_empty(), reminders.runs_plan())
+        };
+        if !any {
             return Ok(());
         }
-        let on = self.plan.is_on();
-        let file = self.plan.active_file();
+        let on = plan && self.plan.is_on();
+        let file = if plan { self.plan.active_file() } else { None };
         let file_exists = match &file {
             Some(path) => tokio::fs::try_exists(path).await.unwrap_or(false),
             None => false,
@@ -24,7 +28,7 @@ impl Soul {
             history: context.messages(),
             plan: PlanFacts {
                 on,
-                entered: self.plan.take_entered(),
+                entered: plan && self.plan.take_entered(),
                 file: file.as_deref(),
                 file_exists,
             },
