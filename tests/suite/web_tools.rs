@@ -352,7 +352,8 @@ async fn the_services_use_the_logins_token_when_they_name_one() -> Result<()> {
     Ok(())
 }
 
-/// Without a stored token the configured key is used; with neither the service is not configured.
+/// A service naming a login that has no stored token, and no key: not configured (the fallback to a
+/// configured key is unit-tested in `kimi_core::auth`).
 #[tokio::test]
 async fn a_service_naming_a_missing_login_and_no_key_is_not_configured() -> Result<()> {
     let services = json!({"moonshot_search": {

@@ -107,6 +107,34 @@ mod tests {
     }
 
     #[test]
+    fn a_service_key_is_the_logins_token_else_the_configured_key() {
+        let share = tempfile::tempdir().unwrap();
+        let login = OAuthRef {
+            storage: crate::config::OAuthStorage::default(),
+            key: OAUTH_KEY.into(),
+        };
+        let key = Secret::new("configured");
+        // No login named, or none stored: the configured key (empty when there is none).
+        assert_eq!(service_key(&key, None, share.path()), "configured");
+        assert_eq!(service_key(&key, Some(&login), share.path()), "configured");
+        assert_eq!(service_key(&Secret::new(""), Some(&login), share.path()), "");
+        // A stored login wins over the key; an empty stored token does not.
+        let stored = |access: &str| token::OAuthToken {
+            access_token: access.into(),
+            refresh_token: "r".into(),
+            expires_at: 0.0,
+            scope: String::new(),
+            token_type: "Bearer".into(),
+            expires_in: 0.0,
+        };
+        token::save(share.path(), OAUTH_KEY, &stored("")).unwrap();
+        assert_eq!(service_key(&key, Some(&login), share.path()), "configured");
+        token::save(share.path(), OAUTH_KEY, &stored("account-token")).unwrap();
+        assert_eq!(service_key(&key, Some(&login), share.path()), "account-token");
+        assert_eq!(service_key(&key, None, share.path()), "configured");
+    }
+
+    #[test]
     fn endpoints_follow_the_reference_variables() {
         assert_eq!(
             Endpoints::from_env(&Env::new()),
