@@ -145,6 +145,11 @@ async fn a_background_agent_reports_through_task_output_and_is_announced() -> Re
     assert_eq!(meta["status"], "idle");
     let wire_log = std::fs::read_to_string(session.join("subagents").join(agent_id).join("wire.jsonl"))?;
     assert!(wire_log.contains("\"TurnBegin\""), "{wire_log}");
+    // Its transcript is private, as every file of the share directory.
+    use std::os::unix::fs::PermissionsExt as _;
+    let transcript = session.join("subagents").join(agent_id).join("output");
+    let mode = std::fs::metadata(&transcript)?.permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", transcript.display());
     Ok(())
 }
 

@@ -8,7 +8,8 @@ use kimi_wire::message::{ContentPart, Event};
 /// A background agent's readable transcript, appended to every one of its files (the reference's
 /// layout: `[stage] …`, the model's text, `[tool] Name`, `[tool_result] success|error[: brief]`,
 /// `[summary]`). Best effort: a file that cannot be opened is left out, a failed write never stops the
-/// agent. The files are opened once: the observer calls `event` for every streamed part.
+/// agent. The files are opened once (private, as every file of the share directory): the observer calls
+/// `event` for every streamed part.
 #[derive(Clone)]
 pub(super) struct Transcript {
     files: Arc<Mutex<Vec<std::fs::File>>>,
@@ -19,10 +20,7 @@ impl Transcript {
         let files = paths
             .iter()
             .filter_map(|path| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
+                crate::private_files::open_append(path)
                     .inspect_err(|e| {
                         tracing::debug!(path = %path.display(), error = %e, "agent transcript not opened");
                     })
