@@ -103,6 +103,29 @@ export function assertParsed(events) {
   assert.deepEqual(parseErrors(events), [], "the SDK reported events it cannot parse");
 }
 
+/** The text of the error ToolResult a call gets when its turn is cancelled (docs/protocol.md L3). */
+export const CANCELLED_CALL = "The turn was cancelled before this call finished.";
+
+/**
+ * Asserts the call `id` got a cancelled (error) ToolResult before the turn's TurnEnd: a client that
+ * tracks the calls it saw must never be left with an open one.
+ */
+export function assertCancelledBeforeTurnEnd(events, id) {
+  const at = events.findIndex((e) => e.type === "ToolResult" && e.payload.tool_call_id === id);
+  assert.ok(at >= 0, `no ToolResult for ${id}: ${events.map((e) => e.type)}`);
+  const { is_error, message } = events[at].payload.return_value;
+  assert.deepEqual({ is_error, message }, { is_error: true, message: CANCELLED_CALL });
+  const end = events.findIndex((e) => e.type === "TurnEnd");
+  assert.ok(at < end, `the ToolResult must come before TurnEnd: ${events.map((e) => e.type)}`);
+}
+
+/** A promise and the function that settles it. */
+export function gate() {
+  let open;
+  const opened = new Promise((resolve) => (open = resolve));
+  return { opened, open };
+}
+
 /** Payloads of the events of `type`. */
 export function payloads(events, type) {
   return events.filter((e) => e.type === type).map((e) => e.payload);

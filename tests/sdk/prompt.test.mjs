@@ -1,6 +1,8 @@
 // Turns through the SDK's Session API: an approval, an external tool made with createExternalTool, a
 // question answered with respondQuestion, plan mode on and off, a subagent, retries, MCP loading and an
-// MCP call's approval.
+// MCP call's approval; and turns cancelled (closed, interrupted) while a command runs or while a call
+// waits for an approval, a client tool or a hook answer: every ToolCall still gets its ToolResult
+// before TurnEnd.
 // No flow may give the SDK an event it cannot parse.
 
 import assert from "node:assert/strict";
@@ -8,14 +10,18 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, test } from "node:test";
 
-import { createExternalTool, createSession } from "@moonshot-ai/kimi-agent-sdk";
+import { ProtocolClient, createExternalTool, createSession } from "@moonshot-ai/kimi-agent-sdk";
 import { z } from "zod";
 
 import {
+  BIN,
+  assertCancelledBeforeTurnEnd,
   assertParsed,
   drive,
+  gate,
   makeHome,
   payloads,
+  scripts,
   sessionOptions,
   toolCall,
   wireRecords,
@@ -268,6 +274,7 @@ test("closing the session mid-turn answers the turn as cancelled", async () => {
   assert.deepEqual(await turn.result, { status: "cancelled", steps: undefined });
   assertParsed(events);
   assert.equal(events.at(-1).type, "TurnEnd");
+  assertCancelledBeforeTurnEnd(events, "tc-1");
 });
 
 test("interrupt cancels the running turn and the session goes on", async () => {
@@ -286,9 +293,123 @@ test("interrupt cancels the running turn and the session goes on", async () => {
     }
     assert.equal((await turn.result).status, "cancelled");
     assertParsed(events);
+    assertCancelledBeforeTurnEnd(events, "tc-1");
     const next = await drive(session.prompt("again"));
     assert.equal(next.result.status, "finished");
   } finally {
     await session.close();
+  }
+});
+
+test("interrupt while an approval waits answers the call as cancelled, and nothing runs", async () => {
+  const h = home();
+  const marker = path.join(h.root, "ran");
+  const session = createSession(
+    sessionOptions(h, [toolCall("tc-1", "Shell", { command: `touch ${marker}` }), "text: after"]),
+  );
+  try {
+    const turn = session.prompt("run it");
+    const events = [];
+    for await (const event of turn) {
+      events.push(event);
+      if (event.type === "ApprovalRequest") {
+        // Never answered: the user interrupts instead.
+        await turn.interrupt();
+      }
+    }
+    assert.equal((await turn.result).status, "cancelled");
+    assertParsed(events);
+    assertCancelledBeforeTurnEnd(events, "tc-1");
+    assert.ok(!fs.existsSync(marker), "an unapproved command must not run");
+    const next = await drive(session.prompt("again"));
+    assert.equal(next.result.status, "finished");
+  } finally {
+    await session.close();
+  }
+});
+
+test("interrupt while a createExternalTool call is pending answers the call, and a late answer is harmless", async () => {
+  const h = home();
+  const answered = gate();
+  let turn;
+  const slow = createExternalTool({
+    name: "slow_lookup",
+    description: "Looks something up, slowly.",
+    parameters: z.object({ key: z.string() }),
+    handler: async () => {
+      // The user gives up while the client still works on the call; it answers only after the turn ended.
+      await turn.interrupt();
+      await answered.opened;
+      return { output: "too late", message: "late" };
+    },
+  });
+  const session = createSession(
+    sessionOptions(h, [toolCall("tc-ext", "slow_lookup", { key: "KA-1" }), "text: after"], {
+      externalTools: [slow],
+    }),
+  );
+  try {
+    turn = session.prompt("look it up");
+    const events = [];
+    for await (const event of turn) {
+      events.push(event);
+    }
+    assert.equal((await turn.result).status, "cancelled");
+    assertParsed(events);
+    assertCancelledBeforeTurnEnd(events, "tc-ext");
+    answered.open();
+    const next = await drive(session.prompt("again"));
+    assert.equal(next.result.status, "finished");
+    assertParsed(next.events);
+    assert.deepEqual(payloads(next.events, "ToolResult"), [], "the late answer must not surface");
+  } finally {
+    await session.close();
+  }
+});
+
+// The Session API takes no hooks; the SDK's ProtocolClient (which it is built on) does.
+test("cancel while a hook answer is pending answers the call as cancelled, and nothing runs", async () => {
+  const h = home();
+  const marker = path.join(h.root, "ran");
+  const answered = gate();
+  const client = new ProtocolClient();
+  const hooked = [];
+  await client.start({
+    workDir: h.work,
+    executablePath: BIN,
+    yoloMode: true,
+    environmentVariables: {
+      HOME: h.home,
+      KIMI_SHARE_DIR: h.share,
+      ...scripts(h.root, [toolCall("tc-1", "Shell", { command: `touch ${marker}` }), "text: never"]),
+    },
+    hooks: [
+      {
+        id: "check-shell",
+        event: "PreToolUse",
+        matcher: "^Shell$",
+        handler: async (request) => {
+          hooked.push(request.input_data.tool_call_id);
+          await client.sendCancel();
+          await answered.opened;
+          return { action: "allow" };
+        },
+      },
+    ],
+  });
+  try {
+    const stream = client.sendPrompt("run it");
+    const events = [];
+    for await (const event of stream.events) {
+      events.push(event);
+    }
+    assert.equal((await stream.result).status, "cancelled");
+    assert.deepEqual(hooked, ["tc-1"]);
+    assertParsed(events);
+    assertCancelledBeforeTurnEnd(events, "tc-1");
+    answered.open();
+    assert.ok(!fs.existsSync(marker), "a command whose hook never answered must not run");
+  } finally {
+    await client.stop();
   }
 });

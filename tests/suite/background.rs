@@ -28,14 +28,14 @@ fn task_id_in(text: &str) -> Option<String> {
 
 /// The task id the tool call `tool_call_id` reported to the model ("" when absent: the next call then
 /// fails visibly).
-fn reported_task(messages: &[Value], tool_call_id: &str) -> String {
+pub(super) fn reported_task(messages: &[Value], tool_call_id: &str) -> String {
     tool_result(messages, tool_call_id)
         .as_deref()
         .and_then(task_id_in)
         .unwrap_or_default()
 }
 
-fn background_shell(id: &str, command: &str, description: &str) -> Reply {
+pub(super) fn background_shell(id: &str, command: &str, description: &str) -> Reply {
     Reply::call(
         id,
         "Shell",

@@ -170,3 +170,76 @@ async fn invoked_as_kimi_it_behaves_the_same() -> Result<()> {
     assert!(kinds(&events).contains(&"event:ContentPart".to_owned()));
     Ok(())
 }
+
+// `./examples/demo.sh` on a fresh clone: it says it is building, lets cargo show its progress (no
+// `--quiet`), then runs the demo session. A fake `cargo` first on PATH records its arguments, prints a
+// progress line as cargo would (on stderr) and puts the real binary where the demo looks for it.
+#[tokio::test]
+async fn the_demo_says_it_builds_shows_cargos_progress_then_runs() -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir()?;
+    let fake_path = dir.path().join("bin");
+    std::fs::create_dir(&fake_path)?;
+    let cargo = fake_path.join("cargo");
+    std::fs::write(
+        &cargo,
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$FAKE_CARGO_ARGS\"\n\
+         echo '   Compiling kimi-agent (fake cargo)' >&2\nln -s \"$REAL_KIMI_AGENT\" \"$KIMI_AGENT_BIN\"\n",
+    )?;
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755))?;
+    let not_built = dir.path().join("kimi-agent");
+    let args_file = dir.path().join("cargo-args");
+    let path = format!(
+        "{}:{}",
+        fake_path.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo.sh");
+    let child = tokio::process::Command::new(&demo)
+        .env("PATH", path)
+        .env("KIMI_AGENT_BIN", &not_built)
+        .env("REAL_KIMI_AGENT", binary())
+        .env("FAKE_CARGO_ARGS", &args_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("running examples/demo.sh")?;
+    let output = tokio::time::timeout(crate::common::READ_TIMEOUT, child.wait_with_output())
+        .await
+        .context("the demo did not finish")??;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stderr}");
+    // Said before cargo starts, cargo's own progress, then the end of the build.
+    let at = |needle: &str| {
+        stderr
+            .find(needle)
+            .with_context(|| format!("`{needle}` not in the demo's stderr: {stderr}"))
+    };
+    let (building, progress, built) = (
+        at("demo.sh: building kimi-agent (release, once; the first build takes a few minutes)")?,
+        at("Compiling kimi-agent (fake cargo)")?,
+        at(&format!("demo.sh: built {}", not_built.display()))?,
+    );
+    assert!(building < progress && progress < built, "{stderr}");
+    let args = std::fs::read_to_string(&args_file)?;
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(args.first().copied(), Some("build"), "{args:?}");
+    assert!(
+        args.contains(&"--release") && args.contains(&"kimi-agent"),
+        "{args:?}"
+    );
+    assert!(!args.contains(&"--quiet") && !args.contains(&"-q"), "{args:?}");
+    // The demo itself: the scripted model's Shell call ran and its last answer ended the turn.
+    assert!(stdout.contains("hello from the shell"), "{stdout}");
+    assert!(stdout.contains("The shell said hello. Done."), "{stdout}");
+    assert!(stdout.contains("event   TurnEnd"), "{stdout}");
+    assert!(stdout.contains(r#"result  {"status": "finished"}"#), "{stdout}");
+    Ok(())
+}

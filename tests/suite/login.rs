@@ -17,6 +17,8 @@ use crate::common::mock_model::{Reply, sse};
 use crate::common::{READ_TIMEOUT, TestHome, WireProcess};
 
 const USER_CODE: &str = "WXYZ-1234";
+/// The user code of a device code that expires before anyone approves it.
+const EXPIRED_USER_CODE: &str = "ABCD-0000";
 /// What the mock hands out at login, and on refresh.
 const FIRST_TOKEN: &str = "access-one";
 const REFRESHED_TOKEN: &str = "access-two";
@@ -26,34 +28,85 @@ struct Account {
     server: MockServer,
 }
 
+/// How the mock's device flow goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// The first poll finds the user still away; the second, approved.
+    Approved,
+    /// The first device code expires before anyone approves it; the next code is approved at once.
+    FirstCodeExpires,
+}
+
+/// The answer to a device authorization handing out `device_code` and `user_code`.
+fn device_authorization(server: &MockServer, device_code: &str, user_code: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "user_code": user_code,
+        "device_code": device_code,
+        "verification_uri": format!("{}/device", server.uri()),
+        "verification_uri_complete": format!("{}/device?user_code={user_code}", server.uri()),
+        "expires_in": 600,
+        "interval": 1,
+    }))
+}
+
+/// The account's models as `/v1/models` lists them.
+fn account_models() -> Value {
+    json!([
+        {"id": "kimi-for-coding", "context_length": 262_144, "supports_reasoning": true,
+         "supports_image_in": true, "supports_video_in": false, "display_name": "Kimi for Coding"},
+        {"id": "plain-model", "context_length": 131_072},
+    ])
+}
+
 impl Account {
     async fn start() -> Self {
+        Self::serve(Flow::Approved, account_models()).await
+    }
+
+    /// A mock whose device flow goes as `flow` and whose `/v1/models` lists `models`.
+    async fn serve(flow: Flow, models: Value) -> Self {
         let server = MockServer::start().await;
+        let client_id = || body_string_contains("client_id=17e5f671-d194-4dfb-9706-5516cb48c098");
+        let device_grant = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code";
+        match flow {
+            Flow::Approved => {
+                Mock::given(method("POST"))
+                    .and(path("/api/oauth/token"))
+                    .and(body_string_contains(device_grant))
+                    .respond_with(ResponseTemplate::new(400).set_body_json(
+                        json!({"error": "authorization_pending", "error_description": "The user has not approved yet."}),
+                    ))
+                    .up_to_n_times(1)
+                    .with_priority(1)
+                    .mount(&server)
+                    .await;
+            }
+            Flow::FirstCodeExpires => {
+                Mock::given(method("POST"))
+                    .and(path("/api/oauth/device_authorization"))
+                    .and(client_id())
+                    .respond_with(device_authorization(&server, "device-0", EXPIRED_USER_CODE))
+                    .up_to_n_times(1)
+                    .with_priority(1)
+                    .mount(&server)
+                    .await;
+                Mock::given(method("POST"))
+                    .and(path("/api/oauth/token"))
+                    .and(body_string_contains(device_grant))
+                    .and(body_string_contains("device_code=device-0"))
+                    .respond_with(ResponseTemplate::new(400).set_body_json(
+                        json!({"error": "expired_token", "error_description": "The device code has expired."}),
+                    ))
+                    .with_priority(1)
+                    .mount(&server)
+                    .await;
+            }
+        }
         Mock::given(method("POST"))
             .and(path("/api/oauth/device_authorization"))
-            .and(body_string_contains(
-                "client_id=17e5f671-d194-4dfb-9706-5516cb48c098",
-            ))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-                "user_code": USER_CODE,
-                "device_code": "device-1",
-                "verification_uri": format!("{}/device", server.uri()),
-                "verification_uri_complete": format!("{}/device?user_code={USER_CODE}", server.uri()),
-                "expires_in": 600,
-                "interval": 1,
-            })))
-            .mount(&server)
-            .await;
-        // The first poll finds the user still away; the second, approved.
-        let device_grant = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code";
-        Mock::given(method("POST"))
-            .and(path("/api/oauth/token"))
-            .and(body_string_contains(device_grant))
-            .respond_with(ResponseTemplate::new(400).set_body_json(
-                json!({"error": "authorization_pending", "error_description": "The user has not approved yet."}),
-            ))
-            .up_to_n_times(1)
-            .with_priority(1)
+            .and(client_id())
+            .respond_with(device_authorization(&server, "device-1", USER_CODE))
+            .with_priority(2)
             .mount(&server)
             .await;
         Mock::given(method("POST"))
@@ -66,11 +119,7 @@ impl Account {
             .await;
         Mock::given(method("GET"))
             .and(path("/v1/models"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"data": [
-                {"id": "kimi-for-coding", "context_length": 262_144, "supports_reasoning": true,
-                 "supports_image_in": true, "supports_video_in": false, "display_name": "Kimi for Coding"},
-                {"id": "plain-model", "context_length": 131_072},
-            ]})))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({ "data": models })))
             .mount(&server)
             .await;
         Self { server }
@@ -350,6 +399,52 @@ async fn a_failing_account_server_is_reported_and_exits_1() -> Result<()> {
         "Login failed: Device authorization failed: {\"error\":\"unavailable\"}\n"
     );
     assert!(!credentials(&home).exists());
+    Ok(())
+}
+
+// A device code that expires starts the flow over with a new one, as the reference does.
+#[tokio::test]
+async fn an_expired_device_code_restarts_the_login() -> Result<()> {
+    let account = Account::serve(Flow::FirstCodeExpires, account_models()).await;
+    let home = TestHome::new()?;
+    let events = login(&home, &account, &[]).await?;
+    let page = |code: &str| format!("{}/device?user_code={code}", account.server.uri());
+    let visit = json!({"type": "info", "message": "Please visit the following URL to finish authorization."});
+    let url = |code: &str| {
+        json!({"type": "verification_url", "message": format!("Verification URL: {}", page(code)),
+               "data": {"verification_url": page(code), "user_code": code}})
+    };
+    assert_eq!(
+        events,
+        vec![
+            visit.clone(),
+            url(EXPIRED_USER_CODE),
+            json!({"type": "info", "message": "Device code expired, restarting login..."}),
+            visit,
+            url(USER_CODE),
+            json!({"type": "success", "message": "Logged in successfully."}),
+        ]
+    );
+    assert_eq!(account.received("/api/oauth/device_authorization").await.len(), 2);
+    assert_eq!(stored_access_token(&home)?, FIRST_TOKEN);
+    Ok(())
+}
+
+// An account with no models is an error, and the configuration is left as it was.
+#[tokio::test]
+async fn an_account_without_models_is_an_error_and_changes_no_configuration() -> Result<()> {
+    let account = Account::serve(Flow::Approved, json!([])).await;
+    let home = TestHome::new()?;
+    let own = "default_model = \"\"\n";
+    std::fs::write(home.share().join("config.toml"), own)?;
+    let output = run(&home, &["login", "--json"], &account.env()).await?;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let events = json_lines(&output)?;
+    assert_eq!(
+        events.last(),
+        Some(&json!({"type": "error", "message": "No models available for the selected platform."}))
+    );
+    assert_eq!(std::fs::read_to_string(home.share().join("config.toml"))?, own);
     Ok(())
 }
 

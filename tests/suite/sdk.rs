@@ -14,8 +14,9 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::common::binary;
 
-/// All the SDK tests together; they take seconds, the bound is for a wedged run.
-const SDK_TESTS_LIMIT: Duration = Duration::from_secs(180);
+/// All the SDK tests together: the "under two minutes in CI". They take about 10 s on a busy
+/// 2-core machine (tests/sdk/README.md), so the bound only catches a wedged run.
+const SDK_TESTS_LIMIT: Duration = Duration::from_secs(120);
 
 fn sdk_tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk")

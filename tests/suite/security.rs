@@ -6,14 +6,14 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use futures::FutureExt as _;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::common::mock_model::{MockModel, Reply, message_text};
+use crate::common::mock_model::{MockModel, Reply, message_text, tool_result};
 use crate::common::{TestHome, WireProcess, approval_answer, kinds, payloads, tool_call_line};
 
 /// What an attacker wants to steal; it must never show up where the model or a server could see it.
@@ -364,10 +364,16 @@ async fn secrets_are_refused_by_where_links_point_and_by_the_wider_list() -> Res
         "Grep",
         json!({"pattern": "stolen", "output_mode": "content"}),
     ));
-    let home = home.scripted(&[&step(&step_calls), "text: done"])?;
+    step_calls.push(("tc-media", "ReadMediaFile", json!({"path": "pic.png"})));
+    // A model that takes images, so ReadMediaFile is offered.
+    let home = home.scripted_with(
+        &[&step(&step_calls), "text: done"],
+        json!({"capabilities": ["image_in"]}),
+    )?;
     std::fs::create_dir_all(home.home().join(".ssh"))?;
     std::fs::write(home.home().join(".ssh/id_ed25519"), KEY)?;
     symlink(home.home().join(".ssh/id_ed25519"), home.work().join("notes.txt"))?;
+    symlink(home.home().join(".ssh/id_ed25519"), home.work().join("pic.png"))?;
     std::fs::create_dir_all(home.home().join(".aws"))?;
     std::fs::write(home.home().join(".aws/credentials"), KEY)?;
     symlink(
@@ -391,7 +397,7 @@ async fn secrets_are_refused_by_where_links_point_and_by_the_wider_list() -> Res
         "secrets are refused, not asked: {:?}",
         kinds(&messages)
     );
-    for (id, _) in &calls {
+    for id in calls.iter().map(|(id, _)| id.as_str()).chain(["tc-media"]) {
         assert_eq!(brief(result(&messages, id)?), "Sensitive file", "{id}");
     }
     let grep = result(&messages, "tc-grep")?;
@@ -402,13 +408,11 @@ async fn secrets_are_refused_by_where_links_point_and_by_the_wider_list() -> Res
             .contains("sensitive file(s)"),
         "{grep}"
     );
-    let outputs: Vec<&Value> = payloads(&messages, "ToolResult")
-        .into_iter()
-        .map(|p| &p["return_value"]["output"])
-        .collect();
+    // Nowhere in any result: output, message, display.
+    let results = payloads(&messages, "ToolResult");
     assert!(
-        !serde_json::to_string(&outputs)?.contains("stolen"),
-        "{outputs:?}"
+        !serde_json::to_string(&results)?.contains("stolen"),
+        "{results:?}"
     );
     Ok(())
 }
@@ -477,6 +481,47 @@ async fn reads_outside_the_workspace_ask_and_approve_for_session_covers_them() -
     Ok(())
 }
 
+// Grep with a path outside the workspace, and a workspace link to an ordinary file outside, ask like
+// any read outside, naming the real path; rejected, nothing of the file is shown.
+#[tokio::test]
+async fn a_search_outside_and_a_link_leading_out_ask_naming_the_real_path() -> Result<()> {
+    let home = TestHome::new()?;
+    let outside = home.root.path().join("elsewhere");
+    std::fs::create_dir_all(&outside)?;
+    std::fs::write(outside.join("a.txt"), "private plans\n")?;
+    let search = json!({"pattern": "plans", "path": outside.to_string_lossy(), "output_mode": "content"});
+    // A rejection ends the turn, so each prompt starts at the next script.
+    let home = home.scripted(&[
+        &step(&[("tc-1", "Grep", search)]),
+        &step(&[("tc-2", "ReadFile", json!({"path": "link.txt"}))]),
+        "text: done",
+    ])?;
+    symlink(outside.join("a.txt"), home.work().join("link.txt"))?;
+    let mut wire = WireProcess::spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    let covers = "(approve for session covers every \"read file outside of working directory\" request)";
+    for (id, description) in [
+        ("tc-1", format!("Search `{}` {covers}", outside.display())),
+        (
+            "tc-2",
+            format!("Read file `{}` {covers}", outside.join("a.txt").display()),
+        ),
+    ] {
+        let (request, messages) = prompt_answering(&mut wire, "reject").await?;
+        assert_eq!(
+            request["action"], "read file outside of working directory",
+            "{id}"
+        );
+        assert_eq!(request["description"], description, "{id}");
+        assert_eq!(brief(result(&messages, id)?), "Rejected by user", "{id}");
+        assert!(
+            !serde_json::to_string(&messages)?.contains("private plans"),
+            "{id}"
+        );
+    }
+    Ok(())
+}
+
 // Legitimate: a host approved once for the session is fetched again without asking; another host
 // asks; an allowed private host is reached.
 #[tokio::test]
@@ -517,6 +562,35 @@ async fn a_host_approved_for_the_session_is_not_asked_again_and_others_are() -> 
     for id in ["tc-1", "tc-2", "tc-3"] {
         assert_eq!(result(&messages, id)?["output"], "plain words", "{id}");
     }
+    Ok(())
+}
+
+// `--yolo` approves as before: a host nobody listed in `fetch_allowed_hosts` is fetched unasked (a
+// private one still only when `fetch_allow_private_hosts` names it).
+#[tokio::test]
+async fn under_yolo_a_fetch_is_not_asked() -> Result<()> {
+    let site = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/page"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw("plain words", "text/plain"))
+        .expect(1)
+        .mount(&site)
+        .await;
+    let url = format!("{}/page", site.uri());
+    let home = home_with(
+        &[
+            &step(&[("tc-1", "FetchURL", json!({ "url": url }))]),
+            "text: done",
+        ],
+        json!({"fetch_allow_private_hosts": ["127.0.0.1"]}),
+    )?
+    .arg("--yolo");
+    let mut wire = WireProcess::spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    let (_, messages) = wire.prompt(json!("read the page")).await?;
+    assert!(!asked(&messages), "{:?}", kinds(&messages));
+    assert_eq!(result(&messages, "tc-1")?["output"], "plain words");
+    site.verify().await;
     Ok(())
 }
 
@@ -579,6 +653,49 @@ async fn children_do_not_see_keys_tokens_or_provider_variables() -> Result<()> {
     Ok(())
 }
 
+// The same for a background task: it starts later, from the task manager, with the same environment.
+#[tokio::test]
+async fn a_background_task_does_not_see_keys_tokens_or_provider_variables() -> Result<()> {
+    let model = MockModel::start(|n, messages| match n {
+        0 => crate::suite::background::background_shell("tc-bg", "env", "env"),
+        1 => {
+            let id = crate::suite::background::reported_task(messages, "tc-bg");
+            Reply::call(
+                "tc-out",
+                "TaskOutput",
+                json!({"task_id": id, "block": true, "timeout": 20}),
+            )
+        }
+        _ => Reply::Text("done".into()),
+    })
+    .await;
+    let home = TestHome::new()?
+        .with_config(&model.config(json!({})))?
+        .arg("--yolo");
+    let secrets = [
+        ("MY_SERVICE_API_KEY", "sk-live-one-x1"),
+        ("GITHUB_TOKEN", "ghp-two-x2"),
+        ("db_secret", "db-three-x3"),
+        ("KIMI_API_KEY", "sk-kimi-four-x4"),
+        ("OPENAI_ORG", "org-five-x5"),
+    ];
+    let mut env: Vec<(&str, &str)> = secrets.to_vec();
+    env.push(("HARMLESS_SETTING", "visible-six"));
+    let mut wire = WireProcess::spawn_with_env(&home, home.args(), &env).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    let (_, messages) = wire.prompt(json!("env in the background")).await?;
+    let output = result(&messages, "tc-out")?["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(output.contains("\nstatus: completed\n"), "{output}");
+    assert!(output.contains("HARMLESS_SETTING=visible-six"), "{output}");
+    for (name, value) in secrets {
+        assert!(!output.contains(value), "{name} reached the background task");
+    }
+    Ok(())
+}
+
 // Legitimate: `[shell_env]` can give children what they need.
 #[tokio::test]
 async fn shell_env_config_changes_what_children_get() -> Result<()> {
@@ -608,10 +725,36 @@ fn mode(path: &Path) -> Result<u32> {
         & 0o777)
 }
 
-// Exploit: session files, logs and `kimi.json` were 0644 in 0755 directories.
+// Exploit: session files, logs and `kimi.json` were 0644 in 0755 directories. Everything the agent
+// keeps is private: the share dir's files, the session lock, plans (under `~/.kimi` even with another
+// share dir), and files an older run or an editor left looser are tightened when the agent opens them.
 #[tokio::test]
 async fn the_share_dir_and_what_is_written_there_are_private() -> Result<()> {
-    let home = TestHome::new()?.scripted(&["text: hello"])?;
+    // Plan mode refuses the first write and names the plan file; the model then writes its plan there.
+    let model = MockModel::start(|n, messages| match n {
+        0 => Reply::call("tc-1", "WriteFile", json!({"path": "x.txt", "content": "x"})),
+        1 => {
+            let refusal = tool_result(messages, "tc-1").unwrap_or_default();
+            let plan = refusal.split('`').nth(1).unwrap_or_default().to_owned();
+            Reply::call("tc-2", "WriteFile", json!({"path": plan, "content": "# Plan"}))
+        }
+        _ => Reply::Text("planned".into()),
+    })
+    .await;
+    let home = TestHome::new()?;
+    // The share dir's own config (no --config-file) and MCP config, with a key in each.
+    let config = home.share().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "default_model = \"mock\"\n\
+             [models.mock]\nprovider = \"mock\"\nmodel = \"mock-model\"\nmax_context_size = 100000\n\
+             [providers.mock]\ntype = \"openai_legacy\"\nbase_url = \"{}/v1\"\napi_key = \"sk-test\"\n",
+            model.server.uri()
+        ),
+    )?;
+    let mcp = home.share().join("mcp.json");
+    std::fs::write(&mcp, r#"{"mcpServers": {}}"#)?;
     // Left by an older run, readable by everyone: tightened when opened.
     std::fs::create_dir_all(home.share().join("logs"))?;
     std::fs::write(home.share().join("logs/kimi.log"), "")?;
@@ -619,17 +762,32 @@ async fn the_share_dir_and_what_is_written_there_are_private() -> Result<()> {
         (home.share(), 0o755),
         (home.share().join("logs"), 0o755),
         (home.share().join("logs/kimi.log"), 0o644),
+        (config.clone(), 0o644),
+        (mcp.clone(), 0o644),
     ] {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(bits))?;
     }
     let mut wire = WireProcess::spawn(&home).await?;
     wire.initialize(json!({"protocol_version": "1.10"})).await?;
-    let (response, _) = wire.prompt(json!("hi")).await?;
+    let id = wire.request("set_plan_mode", json!({"enabled": true})).await?;
+    wire.read_response(&id).await?;
+    let (response, messages) = wire.prompt(json!("plan it")).await?;
     assert_eq!(response["result"]["status"], "finished");
+    assert_eq!(result(&messages, "tc-2")?["is_error"], false, "{messages:?}");
+    let plans = home.home().join(".kimi/plans");
+    let plan = std::fs::read_dir(&plans)?
+        .flatten()
+        .map(|entry| entry.path())
+        .next()
+        .context("no plan file")?;
+    assert_eq!(std::fs::read_to_string(&plan)?, "# Plan");
+    let session = home.session_dirs().into_iter().next().context("no session dir")?;
+    // The lock exists while the session is open.
+    let lock = session.join("kimi-agent.lock");
+    assert_eq!(mode(&lock)?, 0o600, "{}", lock.display());
     // At exit the session is recorded in kimi.json.
     wire.close_stdin();
     wire.wait_exit().await?;
-    let session = home.session_dirs().into_iter().next().context("no session dir")?;
     let mut checked = vec![
         (home.share(), 0o700),
         (home.share().join("logs"), 0o700),
@@ -638,14 +796,13 @@ async fn the_share_dir_and_what_is_written_there_are_private() -> Result<()> {
         (home.sessions_of_work_dir(), 0o700),
         (session.clone(), 0o700),
         (home.share().join("kimi.json"), 0o600),
+        (config, 0o600),
+        (mcp, 0o600),
+        (plans, 0o700),
+        (plan, 0o600),
     ];
     for name in ["context.jsonl", "wire.jsonl", "state.json"] {
-        if session.join(name).exists() {
-            checked.push((session.join(name), 0o600));
-        }
-    }
-    if !session.join("wire.jsonl").exists() {
-        bail!("no wire.jsonl in {}", session.display());
+        checked.push((session.join(name), 0o600));
     }
     for (path, expected) in checked {
         assert_eq!(mode(&path)?, expected, "{}", path.display());
@@ -705,6 +862,20 @@ async fn a_hook_that_cannot_start_is_reported_and_may_fail_closed() -> Result<()
     assert_eq!(resolved[1]["action"], "block");
     assert_eq!(result(&messages, "tc-2")?["message"], resolved[1]["reason"]);
     assert!(!home.work().join("closed.txt").exists());
+    // And the log says so (read after exit, when everything is flushed).
+    wire.wait_exit().await?;
+    let log = std::fs::read_to_string(home.share().join("logs/kimi.log"))?;
+    let failures: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("hook could not run its command"))
+        .collect();
+    assert_eq!(failures.len(), 2, "{log}");
+    assert!(
+        failures
+            .iter()
+            .all(|line| line.contains("WARN") && line.contains("missing.sh")),
+        "{failures:?}"
+    );
     Ok(())
 }
 
@@ -740,6 +911,43 @@ async fn mcp_and_shell_approvals(extra: Value, init: Value) -> Result<Vec<(Value
     assert_eq!(brief(result(&messages, "tc-2")?), "Rejected by user");
     assert!(!home.work().join("pwned").exists());
     Ok(seen)
+}
+
+// A rejected MCP call never reaches the server: the test server reports the call through a pipe the
+// moment it arrives, and after the turn nothing is in it.
+#[tokio::test]
+async fn a_rejected_mcp_call_never_reaches_the_server() -> Result<()> {
+    let server = crate::suite::mcp::test_server()?;
+    let home = home_with(
+        &[&step(&[("tc-1", "slow", json!({"ms": 0}))]), "text: done"],
+        json!({}),
+    )?;
+    let started = home.root.path().join("started");
+    let made = std::process::Command::new("mkfifo").arg(&started).status()?;
+    anyhow::ensure!(made.success(), "mkfifo failed");
+    let mcp = home.root.path().join("mcp.json");
+    let servers = json!({"mcpServers": {"test": {
+        "command": server.to_string_lossy(), "args": [],
+        "env": {"MCP_TEST_STARTED": started.to_string_lossy()},
+    }}});
+    std::fs::write(&mcp, serde_json::to_string(&servers)?)?;
+    let home = home.arg("--mcp-config-file").arg(&mcp.to_string_lossy());
+    // Read-write, so neither side's open waits for the other.
+    let reached = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(&started)?;
+    let mut wire = WireProcess::spawn(&home).await?;
+    wire.initialize(anonymous_client()).await?;
+    let (request, messages) = prompt_answering(&mut wire, "reject").await?;
+    assert_eq!(request["description"], "Call MCP tool `slow`.");
+    assert_eq!(brief(result(&messages, "tc-1")?), "Rejected by user");
+    let mut byte = [0u8; 1];
+    let read = reached.try_read(&mut byte);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the call reached the server: {read:?}"
+    );
+    Ok(())
 }
 
 /// What a client that gets details is shown: the scope of "approve for session", the MCP arguments.

@@ -2,7 +2,8 @@
 //!
 //! As in the reference, plans live under the user's home, not the share dir: `~/.kimi/plans/<slug>.md`,
 //! with a slug chosen once per plan session and kept in `state.json` (`plan_slug`) so a resumed session
-//! finds its plan again. Our slugs are our own three-word names.
+//! finds its plan again. Our slugs are our own three-word names. Plans are the agent's own files: the
+//! directory is created 0700 and plan files 0600 (`private_files`), as everything under the share dir.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -54,7 +55,7 @@ impl PlanMode {
         }
         let changed = self.enabled.swap(enabled, Ordering::SeqCst) != enabled;
         if changed && enabled {
-            if let Err(e) = std::fs::create_dir_all(&self.dir) {
+            if let Err(e) = crate::private_files::create_dir_all(&self.dir) {
                 tracing::warn!(dir = %self.dir.display(), error = %e, "plans directory not created");
             }
             self.entered.store(true, Ordering::SeqCst);

@@ -41,8 +41,8 @@ pub fn tighten(path: &Path) {
     }
 }
 
-/// The same for an open file.
-fn tighten_open(file: &File) -> io::Result<()> {
+/// The same for an open file (no path to be swapped under us between the open and the change).
+pub fn tighten_open(file: &File) -> io::Result<()> {
     let mode = file.metadata()?.permissions().mode();
     if mode & OTHERS != 0 {
         file.set_permissions(Permissions::from_mode(mode & !OTHERS & 0o7777))?;

@@ -12,7 +12,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -95,7 +95,7 @@ impl SessionLock {
             source,
         };
         for _ in 0..ATTEMPTS {
-            std::fs::create_dir_all(session_dir).map_err(error)?;
+            crate::private_files::create_dir_all(session_dir).map_err(error)?;
             let file = create_lock_file(&path).map_err(error)?;
             let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(file) => file,
@@ -162,6 +162,7 @@ fn create_lock_file(path: &Path) -> std::io::Result<File> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(crate::private_files::FILE_MODE)
         .open(path)
 }
 

@@ -96,6 +96,11 @@ pub fn save(path: &Path, config: &Config) -> Result<(), ConfigError> {
 fn load_file(path: &Path, is_default: bool) -> Result<Config, ConfigError> {
     tracing::debug!(path = %path.display(), "loading config");
     let mut config = if path.exists() {
+        if is_default {
+            // The share dir's config holds API keys: one an older version (or an editor) left readable
+            // by others is tightened now that the agent opens it.
+            crate::private_files::tighten(path);
+        }
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
@@ -406,6 +411,22 @@ tool_call_timeout_ms = 1000
         bare.source_file = None;
         bare.is_from_default_location = false;
         assert_eq!(bare, Config::default());
+    }
+
+    #[test]
+    fn the_share_dirs_config_readable_by_others_is_tightened_when_loaded() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().unwrap();
+        let (default, elsewhere) = (dir.path().join("config.toml"), dir.path().join("mine.toml"));
+        for path in [&default, &elsewhere] {
+            std::fs::write(path, "default_thinking = true").unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        load_in(&ConfigSource::Default, dir.path()).unwrap();
+        load_in(&ConfigSource::File(elsewhere.clone()), dir.path()).unwrap();
+        // A `--config-file` of the user's own elsewhere keeps its mode.
+        assert_eq!((mode(&default), mode(&elsewhere)), (0o600, 0o644));
     }
 
     #[test]

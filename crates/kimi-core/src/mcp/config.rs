@@ -117,6 +117,11 @@ pub fn read_sources(
     }
     let mut values = Vec::with_capacity(paths.len() + inline.len());
     for path in paths {
+        if path.starts_with(share_dir) {
+            // Server commands' `env` and headers hold tokens: a share-dir file left readable by others
+            // is tightened when the agent opens it, as every file of the share dir.
+            crate::private_files::tighten(&path);
+        }
         let text = std::fs::read_to_string(&path).map_err(|e| SourceError::File {
             path: path.clone(),
             message: e.to_string(),
@@ -396,6 +401,24 @@ mod tests {
         let err = read_sources(&[other], &[], dir.path()).unwrap_err();
         assert_eq!(err.flag(), "--mcp-config-file");
         assert!(err.to_string().starts_with("Invalid JSON: "), "{err}");
+    }
+
+    #[test]
+    fn a_share_dir_file_readable_by_others_is_tightened_when_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().unwrap();
+        let (share, elsewhere) = (dir.path().join("share"), dir.path().join("project.json"));
+        std::fs::create_dir(&share).unwrap();
+        let default = share.join("mcp.json");
+        for path in [&default, &elsewhere] {
+            std::fs::write(path, "{}").unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        read_sources(&[], &[], &share).unwrap();
+        read_sources(std::slice::from_ref(&elsewhere), &[], &share).unwrap();
+        // The user's own files elsewhere keep their mode.
+        assert_eq!((mode(&default), mode(&elsewhere)), (0o600, 0o644));
     }
 
     #[test]

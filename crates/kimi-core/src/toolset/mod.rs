@@ -229,7 +229,7 @@ impl Dispatch {
             return Some(Err(ToolReturnValue::error("", message, "Plan mode restriction")));
         }
         if let Some(dir) = plan.parent() {
-            let _ = tokio::fs::create_dir_all(dir).await;
+            let _ = crate::private_files::create_dir_all(dir);
         }
         Some(Ok(()))
     }

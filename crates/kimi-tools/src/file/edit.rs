@@ -26,10 +26,10 @@ use serde_json::Value;
 
 use super::diff::build_diff_blocks;
 use super::paths::resolve_tool_path;
-use super::real_path::{OpenFor, read_real, write_real};
+use super::real_path::{OpenFor, Owner, read_real, write_real};
 use super::scope::Target;
 use super::{
-    ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, check_sandbox, decode_text, tool_error,
+    ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, check_sandbox, decode_text, owner, tool_error,
     tool_spec,
 };
 
@@ -115,7 +115,7 @@ impl Tool for StrReplaceFile {
                 if let Err(refusal) = check_sandbox(&self.env, &target.real, ctx.plan_mode) {
                     return refusal;
                 }
-                run(params, target, Planned { diff, text: planned }).await
+                run(params, target, Planned { diff, text: planned }, owner(&ctx)).await
             };
             Ok(Plan::side_effect(ask, Box::pin(run)))
         })
@@ -330,7 +330,7 @@ struct Planned {
     text: String,
 }
 
-async fn run(params: EditParams, target: Target, planned: Planned) -> ToolReturnValue {
+async fn run(params: EditParams, target: Target, planned: Planned, owner: Owner) -> ToolReturnValue {
     let raw = params.path.as_str();
     let edits = params.edit.as_slice();
     // Re-read: the file may have changed while the user was deciding.
@@ -363,7 +363,7 @@ async fn run(params: EditParams, target: Target, planned: Planned) -> ToolReturn
         new_text
     };
     let real = target.real.clone();
-    match blocking(move || write_real(&real, OpenFor::Overwrite, bytes.as_bytes())).await {
+    match blocking(move || write_real(&real, OpenFor::Overwrite, owner, bytes.as_bytes())).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return failed(raw, &e.to_string()),
         Err(e) => return failed(raw, &e),

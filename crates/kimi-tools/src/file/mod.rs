@@ -48,8 +48,8 @@ pub use write::WriteFile;
 pub(crate) use paths::expand_user;
 use std::path::{Path, PathBuf};
 
-use kimi_core::Environment;
 use kimi_core::schema_for;
+use kimi_core::{CallContext, Environment};
 use kimi_llm::ToolSpec;
 use kimi_wire::message::ToolReturnValue;
 use schemars::JsonSchema;
@@ -100,6 +100,16 @@ fn check_sandbox(env: &Environment, real: &Path, plan_mode: bool) -> Result<(), 
     }
     env.check_write(real)
         .map_err(|e| tool_error(e.to_string(), "Outside the sandbox"))
+}
+
+/// Whose file a write that went ahead lands in: in plan mode the toolset lets a call write nothing but
+/// the plan file, which is the agent's own and kept private; otherwise the user's.
+fn owner(ctx: &CallContext) -> real_path::Owner {
+    if ctx.plan_mode {
+        real_path::Owner::Agent
+    } else {
+        real_path::Owner::User
+    }
 }
 
 /// Decodes file bytes as the reference's text reads do: UTF-8 with invalid bytes replaced, and

@@ -71,14 +71,31 @@ impl OpenFor {
     }
 }
 
+/// Whose a written file is, which decides its mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The user's project file: created 0666 less the umask, as `std::fs::write` creates files.
+    User,
+    /// The agent's own file (the plan file, under `~/.kimi`): created 0600 and tightened when it is
+    /// looser, as everything the agent keeps there ([`kimi_core::private_files`]).
+    Agent,
+}
+
 /// Opens the regular file at `real` (a path [`real_path`] returned) without following any symlink.
 /// A symlink met on the way fails with [`changed_error`]'s text; anything but a regular file fails too.
 pub(crate) fn open_real(real: &Path, how: OpenFor) -> io::Result<File> {
-    // New files get 0666 less the umask, as `std::fs::write` creates them; openat2 wants no mode
-    // without O_CREAT.
-    let mode = match how {
-        OpenFor::Read => Mode::empty(),
-        OpenFor::Overwrite | OpenFor::Append => Mode::from_bits_truncate(0o666),
+    open_owned(real, how, Owner::User)
+}
+
+/// [`open_real`] for a file that belongs to `owner`.
+fn open_owned(real: &Path, how: OpenFor, owner: Owner) -> io::Result<File> {
+    // openat2 wants no mode without O_CREAT.
+    let mode = match (how, owner) {
+        (OpenFor::Read, _) => Mode::empty(),
+        (OpenFor::Overwrite | OpenFor::Append, Owner::User) => Mode::from_bits_truncate(0o666),
+        (OpenFor::Overwrite | OpenFor::Append, Owner::Agent) => {
+            Mode::from_bits_truncate(kimi_core::private_files::FILE_MODE)
+        }
     };
     let fd = open_no_symlinks(real, how.flags(), mode).map_err(|errno| match errno {
         Errno::LOOP => changed_error(real),
@@ -95,6 +112,9 @@ pub(crate) fn open_real(real: &Path, how: OpenFor) -> io::Result<File> {
             real.display()
         )));
     }
+    if owner == Owner::Agent {
+        kimi_core::private_files::tighten_open(&file)?;
+    }
     Ok(file)
 }
 
@@ -105,10 +125,10 @@ pub(crate) fn read_real(real: &Path) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Writes `bytes` to the regular file at `real` (replacing or appending, created when missing) without
-/// following symlinks, and returns the file's size afterwards.
-pub(crate) fn write_real(real: &Path, how: OpenFor, bytes: &[u8]) -> io::Result<u64> {
-    let mut file = open_real(real, how)?;
+/// Writes `bytes` to the regular file at `real` (replacing or appending, created when missing, with the
+/// mode `owner` gives) without following symlinks, and returns the file's size afterwards.
+pub(crate) fn write_real(real: &Path, how: OpenFor, owner: Owner, bytes: &[u8]) -> io::Result<u64> {
+    let mut file = open_owned(real, how, owner)?;
     file.write_all(bytes)?;
     file.flush()?;
     Ok(file.metadata()?.len())
@@ -245,6 +265,24 @@ mod tests {
             .write_all(b"3")
             .unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "3");
+    }
+
+    #[test]
+    fn the_agents_files_are_private_and_the_users_follow_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let (_dir, root) = temp();
+        let (plan, project) = (root.join("plan.md"), root.join("main.rs"));
+        write_real(&plan, OpenFor::Overwrite, Owner::Agent, b"plan").unwrap();
+        write_real(&project, OpenFor::Overwrite, Owner::User, b"fn main() {}").unwrap();
+        assert_eq!(mode(&plan), 0o600);
+        std::fs::write(root.join("by-std"), "").unwrap();
+        assert_eq!(mode(&project), mode(&root.join("by-std")));
+        // An older plan left readable by others is tightened when the agent writes it again.
+        std::fs::set_permissions(&plan, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_real(&plan, OpenFor::Append, Owner::Agent, b" more").unwrap();
+        assert_eq!(mode(&plan), 0o600);
+        assert_eq!(std::fs::read_to_string(&plan).unwrap(), "plan more");
     }
 
     #[test]

@@ -22,10 +22,10 @@ use serde_json::Value;
 
 use super::diff::build_diff_blocks;
 use super::paths::resolve_tool_path;
-use super::real_path::{OpenFor, read_real, write_real};
+use super::real_path::{OpenFor, Owner, read_real, write_real};
 use super::scope::Target;
 use super::{
-    ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, check_sandbox, decode_text, tool_error,
+    ACTION_EDIT, ACTION_EDIT_OUTSIDE, FileSettings, blocking, check_sandbox, decode_text, owner, tool_error,
     tool_spec,
 };
 
@@ -95,7 +95,7 @@ impl Tool for WriteFile {
                 if let Err(refusal) = check_sandbox(&self.env, &prepared.target.real, ctx.plan_mode) {
                     return refusal;
                 }
-                run(params, prepared).await
+                run(params, prepared, owner(&ctx)).await
             };
             Ok(Plan::side_effect(ask, Box::pin(run)))
         })
@@ -167,14 +167,14 @@ async fn prepare(
     Ok(Prepared { target, action, diff })
 }
 
-async fn run(params: WriteParams, prepared: Prepared) -> ToolReturnValue {
+async fn run(params: WriteParams, prepared: Prepared, owner: Owner) -> ToolReturnValue {
     let raw = params.path.clone();
     let (mode, real) = (params.mode, prepared.target.real.clone());
     let how = match mode {
         WriteMode::Overwrite => OpenFor::Overwrite,
         WriteMode::Append => OpenFor::Append,
     };
-    let written = blocking(move || write_real(&real, how, params.content.as_bytes())).await;
+    let written = blocking(move || write_real(&real, how, owner, params.content.as_bytes())).await;
     let size = match written {
         Ok(Ok(size)) => size,
         Ok(Err(e)) => return failed(&raw, &e.to_string()),
