@@ -3,8 +3,8 @@
 //!
 //! The server owns the turn state (is a `prompt` or `replay` running?) and answers the -32000 state
 //! errors itself, so an agent never sees a second concurrent prompt, and never a `steer` or `cancel`
-//! without a running turn (a `steer` without one first asks [`WireAgent::writable`]). A turn the agent starts itself goes through the same slot
-//! ([`crate::TurnStarter`]).
+//! without a running turn (a `steer` without one first asks [`WireAgent::writable`]). A turn the
+//! agent starts itself goes through the same slot ([`crate::TurnStarter`]).
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
