@@ -20,7 +20,7 @@ async fn spawn_initialized(home: &TestHome) -> Result<WireProcess> {
 }
 
 /// The `task_id:` a tool's output reports.
-fn task_id_in(text: &str) -> Option<String> {
+pub(super) fn task_id_in(text: &str) -> Option<String> {
     text.lines()
         .find_map(|line| line.strip_prefix("task_id: "))
         .map(str::to_owned)
@@ -51,7 +51,7 @@ fn result_of<'a>(messages: &'a [Value], tool_call_id: &str) -> Result<&'a Value>
         .ok_or_else(|| anyhow!("no ToolResult for {tool_call_id}"))
 }
 
-fn output_of(messages: &[Value], tool_call_id: &str) -> Result<String> {
+pub(super) fn output_of(messages: &[Value], tool_call_id: &str) -> Result<String> {
     result_of(messages, tool_call_id)?["output"]
         .as_str()
         .map(str::to_owned)
@@ -65,7 +65,7 @@ fn only_session(home: &TestHome) -> Result<PathBuf> {
     }
 }
 
-fn runtime(session: &Path, task_id: &str) -> Result<Value> {
+pub(super) fn runtime(session: &Path, task_id: &str) -> Result<Value> {
     let path = session.join("tasks").join(task_id).join("runtime.json");
     let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
     Ok(serde_json::from_str(&text)?)
@@ -73,7 +73,7 @@ fn runtime(session: &Path, task_id: &str) -> Result<Value> {
 
 /// Waits (bounded) until the task's `runtime.json` shows `status`: the file is the only outside view
 /// of a task finishing between turns.
-async fn wait_for_status(session: &Path, task_id: &str, status: &str) -> Result<Value> {
+pub(super) async fn wait_for_status(session: &Path, task_id: &str, status: &str) -> Result<Value> {
     let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
     loop {
         let current = runtime(session, task_id)?;
@@ -123,7 +123,7 @@ fn pgid_of(session: &Path, task_id: &str) -> Result<i64> {
 }
 
 /// The notification messages (user messages opening with `<notification `) of one model request.
-fn notification_messages(request: &[Value]) -> Vec<String> {
+pub(super) fn notification_messages(request: &[Value]) -> Vec<String> {
     request
         .iter()
         .filter(|m| m["role"] == "user")

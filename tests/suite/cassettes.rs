@@ -77,7 +77,7 @@ static VARIABLE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// `value` with `root` (the run's temp dir), ids and times taken out, and `wire.jsonl`'s
 /// `timestamp`s dropped: what legitimately differs between two runs of the same conversation.
-fn comparable(value: &Value, root: &Path) -> Value {
+pub(super) fn comparable(value: &Value, root: &Path) -> Value {
     let root = root.to_string_lossy();
     match value {
         Value::String(text) => Value::String(
@@ -102,7 +102,7 @@ fn comparable(value: &Value, root: &Path) -> Value {
 }
 
 /// A session file's records, comparable.
-fn records(path: &Path, root: &Path) -> Result<Vec<Value>> {
+pub(super) fn records(path: &Path, root: &Path) -> Result<Vec<Value>> {
     std::fs::read_to_string(path)
         .with_context(|| path.display().to_string())?
         .lines()

@@ -17,12 +17,15 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockGuard, MockServer, Request, Respond, ResponseTemplate};
 
+use super::cassettes::{comparable, records};
 use crate::common::mock_model::Seq;
 use crate::common::{TestHome, WireProcess, payloads};
 
 /// Our knob that scales the retry backoff; 0.01 turns the reference's 0.3 s into 3 ms.
 const BACKOFF_SCALE_ENV: &str = "KIMI_AGENT_RETRY_BACKOFF_SCALE";
 const MAX_CONTEXT: u64 = 200_000;
+/// The providers' key: long enough (8 characters or more) for a cassette to redact it.
+const API_KEY: &str = "sk-test-provider-key";
 /// The test-only service-account key (see crates/kimi-llm/tests/fixtures/google/README.md).
 const TEST_KEY: &str = include_str!("../../crates/kimi-llm/tests/fixtures/google/test_rsa_key.pem");
 const SERVICE_ACCOUNT: &str = "agent@kimi-test.iam.gserviceaccount.com";
@@ -108,7 +111,7 @@ impl Mocked {
             _ => self.server.uri(),
         };
         let mut provider = json!({
-            "type": api.provider_type(), "base_url": base_url, "api_key": "sk-test",
+            "type": api.provider_type(), "base_url": base_url, "api_key": API_KEY,
             "custom_headers": {"X-Custom": "1"},
         });
         if api == Api::Vertex {
@@ -165,11 +168,11 @@ impl Mocked {
         assert_eq!(header("x-custom").as_deref(), Some("1"));
         match self.api {
             Api::Anthropic => {
-                assert_eq!(header("x-api-key").as_deref(), Some("sk-test"));
+                assert_eq!(header("x-api-key").as_deref(), Some(API_KEY));
                 assert_eq!(header("anthropic-version").as_deref(), Some("2023-06-01"));
             }
-            Api::Responses => assert_eq!(header("authorization").as_deref(), Some("Bearer sk-test")),
-            Api::Gemini => assert_eq!(header("x-goog-api-key").as_deref(), Some("sk-test")),
+            Api::Responses => assert_eq!(header("authorization"), Some(format!("Bearer {API_KEY}"))),
+            Api::Gemini => assert_eq!(header("x-goog-api-key").as_deref(), Some(API_KEY)),
             Api::Vertex => {
                 let auth = header("authorization").unwrap_or_default();
                 assert!(auth.starts_with("Bearer ya29.token-"), "{auth}");
@@ -1181,4 +1184,171 @@ async fn vertex_without_credentials_says_how_to_set_them_up() -> Result<()> {
     assert!(step_retries(&messages).is_empty());
     // The server keeps serving.
     agent.wire.assert_alive().await
+}
+
+/// `google_genai` is the reference's other name of `gemini`: the same API, key and path.
+#[tokio::test]
+async fn google_genai_is_the_gemini_api_under_its_other_name() -> Result<()> {
+    let mocked = Mocked::start(Api::Gemini).await?;
+    let home = TestHome::new()?;
+    let _guard = mocked
+        .serve(vec![sse(text_answer(Api::Gemini, "Hello", " there.").body())], 1)
+        .await;
+    let mut config = mocked.config(&home, 3)?;
+    config["providers"]["p"]["type"] = json!("google_genai");
+    let mut agent = Agent::start(home, &config, &[]).await?;
+    let (response, messages) = agent.prompt(json!("hi")).await?;
+    assert_eq!(response["result"], json!({"status": "finished"}), "{response}");
+    assert_eq!(texts(&messages), "Hello there.");
+    // `bodies` checks the path, `alt=sse` and `x-goog-api-key` of what arrived.
+    let bodies = mocked.bodies().await?;
+    assert_eq!(bodies.len(), 1);
+    assert_eq!(
+        bodies[0]["contents"],
+        json!([{"role": "user", "parts": [{"text": "hi"}]}])
+    );
+    Ok(())
+}
+
+/// A 401 from Vertex AI (a revoked token) drops the cached token: the next request trades the
+/// credentials for a new one instead of sending the refused token again.
+#[tokio::test]
+async fn vertex_fetches_a_new_token_after_a_401() -> Result<()> {
+    let mocked = Mocked::start(Api::Vertex).await?;
+    let home = TestHome::new()?;
+    let refused = api_error(
+        Api::Vertex,
+        401,
+        "Request had invalid authentication credentials.",
+    );
+    let answer = sse(text_answer(Api::Vertex, "Back", ".").body());
+    let _guard = mocked.serve(vec![refused, answer], 2).await;
+    let config = mocked.config(&home, 3)?;
+    let mut agent = Agent::start(home, &config, &[]).await?;
+
+    let (response, messages) = agent.prompt(json!("first")).await?;
+    assert_eq!(response["error"]["code"], -32003, "{response}");
+    assert!(step_retries(&messages).is_empty(), "a 401 is not retried");
+    let (response, _) = agent.prompt(json!("second")).await?;
+    assert_eq!(response["result"], json!({"status": "finished"}), "{response}");
+
+    let requests = mocked.server.received_requests().await.unwrap_or_default();
+    let used: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.url.path() == Api::Vertex.stream_path())
+        .filter_map(|r| r.headers.get("authorization")?.to_str().ok())
+        .collect();
+    // Tokens last an hour: only the 401 explains the second one.
+    assert_eq!(used, ["Bearer ya29.token-1", "Bearer ya29.token-2"]);
+    let grants = requests.iter().filter(|r| r.url.path() == "/token").count();
+    assert_eq!(grants, 2);
+    Ok(())
+}
+
+/// `--record-llm` records a turn of these providers like any other (the recorder wraps every
+/// provider type): a line per call naming the provider type, the answer with its signatures, no key.
+/// A `_cassette` provider replays it in another home with the API gone: the same calls, results,
+/// thinking and session files.
+#[tokio::test]
+async fn a_recorded_turn_of_each_provider_replays_with_the_api_gone() -> Result<()> {
+    for api in [Api::Anthropic, Api::Gemini] {
+        let mocked = Mocked::start(api).await?;
+        let recorded = TestHome::new()?;
+        let cassette = recorded.root.path().join("calls.jsonl");
+        std::fs::write(recorded.work().join("a.txt"), "hi there\n")?;
+        let path = recorded.work().join("a.txt");
+        let arguments = json!({"path": path.to_string_lossy()}).to_string();
+        let first = think_and_call(api, "call_read_1", &arguments).body();
+        let second = text_answer(api, "The file", " says hi.").body();
+        let guard = mocked.serve(vec![sse(first), sse(second)], 2).await;
+        let config = mocked.config(&recorded, 3)?;
+        let cassette_arg = cassette.to_string_lossy().into_owned();
+        let record = ["--thinking", "--record-llm", cassette_arg.as_str()];
+        let mut agent = Agent::start(recorded, &config, &record).await?;
+        let (answer, transcript) = agent.prompt(json!("What does a.txt say?")).await?;
+        assert_eq!(
+            answer["result"],
+            json!({"status": "finished"}),
+            "{api:?}: {answer}"
+        );
+        assert!(agent.wire.wait_exit().await?.success());
+        drop(guard);
+        drop(mocked);
+        let recorded = agent.home;
+
+        let text = std::fs::read_to_string(&cassette)?;
+        assert!(!text.contains(API_KEY), "{api:?}: the key reached the cassette");
+        let lines: Vec<Value> = text.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+        assert_eq!(lines.len(), 2, "{api:?}");
+        assert_eq!(lines[0]["provider"], api.provider_type());
+        assert_eq!(lines[0]["model"], api.model());
+        let step = &lines[0]["answer"];
+        match api {
+            Api::Anthropic => assert_eq!(
+                step["content"],
+                json!([{"type": "think", "think": "The user wants a.txt.", "encrypted": "sig-anthropic"}])
+            ),
+            _ => assert_eq!(
+                step["tool_calls"][0]["extras"],
+                json!({"thought_signature_b64": "c2lnLWdlbWluaQ=="})
+            ),
+        }
+        assert_eq!(
+            lines[1]["answer"]["content"],
+            json!([{"type": "text", "text": "The file says hi."}])
+        );
+
+        let replayed = TestHome::new()?;
+        std::fs::write(replayed.work().join("a.txt"), "hi there\n")?;
+        let tape = json!({
+            "default_model": "m",
+            "models": {"m": {"provider": "tape", "model": api.model(), "max_context_size": MAX_CONTEXT,
+                             "capabilities": ["thinking", "image_in"]}},
+            "providers": {"tape": {"type": "_cassette", "base_url": cassette, "api_key": ""}},
+            "loop_control": {"max_retries_per_step": 3, "max_steps_per_turn": 20},
+        });
+        let mut again = Agent::start(replayed, &tape, &["--thinking"]).await?;
+        let (replay_answer, replay_transcript) = again.prompt(json!("What does a.txt say?")).await?;
+        assert_eq!(
+            replay_answer["result"], answer["result"],
+            "{api:?}: {replay_answer}"
+        );
+        assert!(again.wire.wait_exit().await?.success());
+        let replayed = again.home;
+
+        // The cassette holds answers whole, so the thinking and a call's arguments arrive in one
+        // piece instead of streamed ones (the session files below hold them joined, and equal); the
+        // calls, their results and the usage the client sees are the same.
+        let (recorded_root, replayed_root) = (recorded.root.path(), replayed.root.path());
+        let calls = |messages: &[Value]| {
+            payloads(messages, "ToolCall")
+                .into_iter()
+                .map(|c| (c["id"].clone(), c["function"]["name"].clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(calls(&replay_transcript), calls(&transcript), "{api:?}");
+        for kind in ["ToolResult", "StatusUpdate"] {
+            let of = |messages: &[Value], root| {
+                payloads(messages, kind)
+                    .into_iter()
+                    .map(|p| comparable(p, root))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                of(&replay_transcript, replayed_root),
+                of(&transcript, recorded_root),
+                "{api:?}: {kind}"
+            );
+        }
+        assert_eq!(texts(&replay_transcript), "The file says hi.");
+        let dir = |home: &TestHome| home.session_dirs().into_iter().next().context("no session");
+        for file in ["context.jsonl", "wire.jsonl"] {
+            assert_eq!(
+                records(&dir(&replayed)?.join(file), replayed_root)?,
+                records(&dir(&recorded)?.join(file), recorded_root)?,
+                "{api:?}: {file}"
+            );
+        }
+    }
+    Ok(())
 }

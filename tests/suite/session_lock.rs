@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail, ensure};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+use super::background::{notification_messages, output_of, runtime, task_id_in, wait_for_status};
 use crate::common::mock_model::{MockModel, Reply, message_text};
 use crate::common::{TestHome, WireProcess, context_roles, external_tool, payloads};
 
@@ -110,6 +111,8 @@ async fn a_second_process_reads_a_held_session_but_never_writes_it() -> Result<(
 
     for (method, params) in [
         ("prompt", json!({"user_input": "two"})),
+        // No turn can run here, so the holder is named rather than "No agent turn is in progress".
+        ("steer", json!({"user_input": "more"})),
         ("set_plan_mode", json!({"enabled": true})),
     ] {
         let refused = call(&mut second, method, params).await?;
@@ -288,21 +291,100 @@ async fn continue_picks_the_latest_session_even_when_it_is_held() -> Result<()> 
 }
 
 #[tokio::test]
-async fn clear_and_compact_in_the_holder_keep_the_session_held() -> Result<()> {
+async fn clear_compact_export_and_import_in_the_holder_keep_the_session_held() -> Result<()> {
     let home = TestHome::new()?.scripted(&["text: a", "text: summary", "text: b"])?;
+    std::fs::write(home.work().join("notes.md"), "remember this")?;
     let (mut first, _) = start(&home, "rotated", plain_init()).await?;
     let holder = pid_of(&first)?;
     let (mut second, _) = start(&home, "rotated", plain_init()).await?;
-    for input in ["hi", "/compact", "/clear", "again"] {
+    let inputs = [
+        "hi",
+        "/compact",
+        "/export exports/",
+        "/import notes.md",
+        "/clear",
+        "again",
+    ];
+    for input in inputs {
         let (done, _) = first.prompt(json!(input)).await?;
         assert_eq!(done["result"], json!({"status": "finished"}), "{input}: {done}");
-        let refused = call(&mut second, "prompt", json!({"user_input": "no"})).await?;
+        // The same command from the other process is refused: it would write the session too.
+        let refused = call(&mut second, "prompt", json!({"user_input": input})).await?;
         assert_eq!(refused["error"], in_use("rotated", holder), "after {input}");
+        if input.starts_with("/import") {
+            let context = std::fs::read_to_string(session_dir(&home, "rotated").join("context.jsonl"))?;
+            assert!(
+                context.contains("remember this"),
+                "the holder's import: {context}"
+            );
+        }
     }
+    let exports = std::fs::read_dir(home.work().join("exports"))?.count();
+    assert_eq!(exports, 1, "the holder's export");
     assert!(first.wait_exit().await?.success());
     let (done, _) = second.prompt(json!("mine now")).await?;
     assert_eq!(done["result"], json!({"status": "finished"}), "{done}");
     assert!(second.wait_exit().await?.success());
+    Ok(())
+}
+
+/// A background task of the holder ends while a second process is attached: the holder records its
+/// end (runtime.json, and the notification its next turn tells the model), the second process is
+/// refused throughout, and its exit leaves the task and the files alone.
+#[tokio::test]
+async fn the_holders_background_task_ends_through_the_holder_while_another_process_is_refused() -> Result<()>
+{
+    let home = TestHome::new()?;
+    let go = home.root.path().join("go");
+    let command = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; echo finished",
+        go.display()
+    );
+    let model = MockModel::start(move |n, _| match n {
+        0 => Reply::call(
+            "tc-bg",
+            "Shell",
+            json!({"command": command, "run_in_background": true, "description": "waits for go"}),
+        ),
+        _ => Reply::Text("ok".into()),
+    })
+    .await;
+    let home = home.with_config(&model.config(json!({})))?.arg("--yolo");
+    let (mut first, _) = start(&home, "tasks", plain_init()).await?;
+    let holder = pid_of(&first)?;
+    let (done, messages) = first.prompt(json!("start it")).await?;
+    assert_eq!(done["result"], json!({"status": "finished"}), "{done}");
+    let task = task_id_in(&output_of(&messages, "tc-bg")?).context("no task id")?;
+    let dir = session_dir(&home, "tasks");
+    assert_eq!(runtime(&dir, &task)?["status"], "running");
+
+    let (mut second, init) = start(&home, "tasks", plain_init()).await?;
+    assert_eq!(init["session_held_by"], json!({"pid": holder}));
+    let refused = call(&mut second, "prompt", json!({"user_input": "mine?"})).await?;
+    assert_eq!(refused["error"], in_use("tasks", holder));
+
+    // The task ends now, with both processes on the session.
+    std::fs::write(&go, "")?;
+    let ended = wait_for_status(&dir, &task, "completed").await?;
+    let refused = call(&mut second, "prompt", json!({"user_input": "now?"})).await?;
+    assert_eq!(refused["error"], in_use("tasks", holder));
+    let context = std::fs::read_to_string(dir.join("context.jsonl"))?;
+    assert!(second.wait_exit().await?.success());
+    assert_eq!(
+        runtime(&dir, &task)?,
+        ended,
+        "the refused process touched the task"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("context.jsonl"))?, context);
+
+    // The holder tells its model at its next turn.
+    let (done, _) = first.prompt(json!("anything new?")).await?;
+    assert_eq!(done["result"], json!({"status": "finished"}), "{done}");
+    let requests = model.requests().await;
+    let told = notification_messages(requests.last().context("no request")?);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].contains("finished"), "{}", told[0]);
+    assert!(first.wait_exit().await?.success());
     Ok(())
 }
 

@@ -255,6 +255,10 @@ impl<O: SessionOpener> WireAgent for SessionGate<O> {
         self.writer().await?.set_plan_mode(enabled).await
     }
 
+    async fn writable(&self) -> Result<(), RpcError> {
+        self.writer().await.map(drop)
+    }
+
     async fn side_question(&self, question: String) -> Result<PromptResult, RpcError> {
         // Recorded in wire.jsonl, so it writes the session like a prompt.
         self.writer().await?.side_question(question).await
@@ -400,6 +404,8 @@ mod tests {
         let expected = RpcError::session_in_use("s1", Some(std::process::id()));
         assert_eq!(refused, expected);
         assert_eq!(second.steer(text("more")).await.unwrap_err(), expected);
+        // What the server asks before it answers a `steer` with no turn running.
+        assert_eq!(second.writable().await.unwrap_err(), expected);
         assert_eq!(second.set_plan_mode(true).await.unwrap_err(), expected);
         assert_eq!(opener.opens.load(Ordering::SeqCst), 0);
 

@@ -3,8 +3,8 @@
 //!
 //! The server owns the turn state (is a `prompt` or `replay` running?) and answers the -32000 state
 //! errors itself, so an agent never sees a second concurrent prompt, and never a `steer` or `cancel`
-//! without a running turn. A turn the agent starts itself goes through the same slot
-//! ([`crate::TurnStarter`]).
+//! without a running turn (a `steer` without one first asks [`WireAgent::writable`]). A turn the
+//! agent starts itself goes through the same slot ([`crate::TurnStarter`]).
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +25,12 @@ pub trait WireAgent: Send + Sync + 'static {
     async fn prompt(&self, input: UserInput, cancel: CancellationToken) -> Result<PromptResult, RpcError>;
     /// `steer`: queue input for the running turn (only called while a turn runs).
     async fn steer(&self, input: UserInput) -> Result<SteerResult, RpcError>;
+    /// Whether this agent may write its session now; asked before the server answers a `steer` with
+    /// no turn running, so a process that may not write says why (a `steer` is a write) rather than
+    /// that nothing runs. The default can always write.
+    async fn writable(&self) -> Result<(), RpcError> {
+        Ok(())
+    }
     /// `set_plan_mode`: allowed at any time.
     async fn set_plan_mode(&self, enabled: bool) -> Result<SetPlanModeResult, RpcError>;
     /// `replay`: re-send the recorded session through the client handle.

@@ -23,6 +23,23 @@ use thinking::Thinking;
 /// The API version every request declares.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
 
+/// What starts `ThinkPart.encrypted` for a `redacted_thinking` block: the block's opaque `data` follows.
+/// The API wants such a block back unchanged, as `redacted_thinking`, and its data is base64 like a
+/// thinking block's signature, so the part says which it is; `:` is never part of base64, so no
+/// signature can look like this. The session files keep the reference's shape (a think part with empty
+/// text); only the `encrypted` text differs from what the reference stores.
+const REDACTED_THINKING: &str = "redacted_thinking:";
+
+/// `ThinkPart.encrypted` for a `redacted_thinking` block's `data`.
+fn redacted_thinking(data: &str) -> String {
+    format!("{REDACTED_THINKING}{data}")
+}
+
+/// The `data` of a redacted block, if `encrypted` holds one (see [`REDACTED_THINKING`]).
+fn redacted_data(encrypted: &str) -> Option<&str> {
+    encrypted.strip_prefix(REDACTED_THINKING)
+}
+
 /// Builds an `anthropic` provider; see [`AnthropicProvider::new`].
 pub fn create(settings: ProviderSettings) -> Result<Arc<dyn ChatProvider>, ChatError> {
     Ok(Arc::new(AnthropicProvider::new(settings)?))

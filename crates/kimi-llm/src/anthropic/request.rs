@@ -8,7 +8,8 @@
 //!   one message);
 //! - think parts go back as `thinking` blocks with their signature (`ThinkPart.encrypted`), which the
 //!   API requires for the turn that called tools; think parts without a signature (from another
-//!   provider) are left out;
+//!   provider) are left out; a redacted block's part goes back as the `redacted_thinking` block it
+//!   was, data unchanged (the reference sends it as a `thinking` block with the data as signature);
 //! - prompt caching: `cache_control: ephemeral` on the system block, on the last tool, and on the last
 //!   block of the last message unless that is a thinking block.
 //!
@@ -164,10 +165,13 @@ fn convert(message: &Message, names: &ToolNames) -> Result<Value, ChatError> {
                     ContentPart::Text(t) => blocks.push(json!({"type": "text", "text": t.text})),
                     ContentPart::ImageUrl(p) => blocks.push(image(&p.image_url.url)?),
                     ContentPart::Think(t) => {
-                        if let Some(signature) = &t.encrypted {
-                            blocks.push(
-                                json!({"type": "thinking", "thinking": t.think, "signature": signature}),
-                            );
+                        if let Some(encrypted) = t.encrypted.as_deref() {
+                            blocks.push(match super::redacted_data(encrypted) {
+                                Some(data) => json!({"type": "redacted_thinking", "data": data}),
+                                None => {
+                                    json!({"type": "thinking", "thinking": t.think, "signature": encrypted})
+                                }
+                            });
                         }
                     }
                     // Reference: the Messages API takes no audio or video; such parts are skipped.
@@ -319,6 +323,87 @@ mod tests {
         assert_eq!(
             build("m", &Thinking::Unset, None, &request).unwrap_err(),
             ChatError::provider("Unsupported media type for base64 image: image/bmp")
+        );
+    }
+
+    /// A redacted block, as the stream decoder keeps it, goes back as the block it was, beside a signed
+    /// thinking block, with the data unchanged.
+    #[test]
+    fn redacted_thinking_goes_back_unchanged() {
+        let think = |think: &str, encrypted: String| {
+            ContentPart::Think(ThinkPart {
+                think: think.into(),
+                encrypted: Some(encrypted),
+            })
+        };
+        let history = [
+            Message::user_text("go"),
+            Message::assistant(
+                vec![
+                    think("Plan.", "sig-1".into()),
+                    think("", super::super::redacted_thinking("EmwKAhgBEgy3va3p+z/w==")),
+                ],
+                vec![ToolCall::new("toolu_a", "ReadFile", Some("{}".into()))],
+            ),
+            Message::tool("toolu_a", vec![ContentPart::text("alpha")]),
+        ];
+        let body = build_for(&history, &[]);
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([
+                {"type": "thinking", "thinking": "Plan.", "signature": "sig-1"},
+                {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3p+z/w=="},
+                {"type": "tool_use", "id": "toolu_a", "name": "ReadFile", "input": {}},
+            ])
+        );
+    }
+
+    /// What ReadMediaFile returns: text and an image in one tool result, the image as an image block
+    /// inside the `tool_result`; a video there is refused as the reference refuses it.
+    #[test]
+    fn images_inside_tool_results() {
+        let history = [
+            Message::user_text("look"),
+            Message::assistant(
+                vec![],
+                vec![ToolCall::new("toolu_m", "ReadMediaFile", Some("{}".into()))],
+            ),
+            Message::tool(
+                "toolu_m",
+                vec![
+                    ContentPart::text("a.png:"),
+                    image_part("data:image/png;base64,iVBORw0KGgo="),
+                    ContentPart::text("(1x1)"),
+                ],
+            ),
+        ];
+        let body = build_for(&history, &[]);
+        assert_eq!(
+            body["messages"][2],
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_m", "content": [
+                    {"type": "text", "text": "a.png:"},
+                    {"type": "image", "source": {"type": "base64", "data": "iVBORw0KGgo=", "media_type": "image/png"}},
+                    {"type": "text", "text": "(1x1)"},
+                ], "cache_control": {"type": "ephemeral"}},
+            ]})
+        );
+
+        let video = ContentPart::VideoUrl(kimi_wire::message::VideoUrlPart {
+            video_url: MediaUrl::new("data:video/mp4;base64,AA"),
+        });
+        let history = [
+            Message::assistant(vec![], vec![ToolCall::new("toolu_v", "ReadMediaFile", None)]),
+            Message::tool("toolu_v", vec![video]),
+        ];
+        let request = ChatRequest {
+            system_prompt: "",
+            tools: &[],
+            history: &history,
+        };
+        assert_eq!(
+            build("m", &Thinking::Unset, None, &request).unwrap_err(),
+            ChatError::provider("Anthropic API does not support video_url parts in tool results")
         );
     }
 

@@ -6,7 +6,8 @@
 //! `ping`, and `error`. Reference: kosong's `AnthropicStreamedMessage`:
 //! - a thinking block streams as think parts and ends with its signature as a think part with empty
 //!   text and `encrypted` set (the loop joins them into one signed part); a redacted block is a think
-//!   part with empty text and its data as `encrypted`;
+//!   part with empty text and its data, marked as redacted (see [`super::REDACTED_THINKING`]), as
+//!   `encrypted` (the reference stores the bare data, and so sends it back as a signature);
 //! - a tool-use block is announced with its id and name, its input arrives as JSON fragments;
 //! - usage: `input_tokens` -> `input_other`, `cache_read_input_tokens` -> `input_cache_read`,
 //!   `cache_creation_input_tokens` -> `input_cache_creation`, updated by `message_delta`.
@@ -180,7 +181,7 @@ impl Decoder {
             Block::Thinking { thinking } if !thinking.is_empty() => {
                 out.push(StreamEvent::Part(ContentPart::think(thinking)));
             }
-            Block::RedactedThinking { data } => out.push(signature(data)),
+            Block::RedactedThinking { data } => out.push(signature(super::redacted_thinking(&data))),
             Block::ToolUse { id, name, input } => {
                 // The input streams as JSON fragments after an empty `{}`; a gateway that sends it whole
                 // in the start event is taken at its word.
@@ -318,7 +319,12 @@ mod tests {
         StreamEvent::Part(ContentPart::think(text))
     }
 
-    /// A thinking block, a text block and a tool call, as the API streams them (captured shape).
+    /// A thinking block, a text block and a tool call, as the API streams them. Where this comes from:
+    /// written by hand, event for event and field for field, after the example streams of Anthropic's
+    /// "Streaming messages" page (https://docs.anthropic.com/en/api/messages-streaming: the extended
+    /// thinking and tool-use examples, `ping` included), with our own ids, texts, signature and usage;
+    /// no live API was called (no key here). The black-box mock (tests/suite/providers_more.rs) serves
+    /// the same shape over HTTP.
     const THINKING_TOOL_TURN: &[(&str, &str)] = &[
         (
             "message_start",
@@ -453,7 +459,8 @@ mod tests {
             ],
         );
         assert_eq!(end, Ok(()));
-        assert_eq!(out[1], signature("opaque".into()));
+        // The data is kept whole, marked so that it goes back as a redacted block.
+        assert_eq!(out[1], signature("redacted_thinking:opaque".into()));
         assert_eq!(
             out[2],
             StreamEvent::ToolCall(ToolCall::new("t", "mcp:x", Some("{\"k\":1}".into())))

@@ -419,6 +419,72 @@ mod tests {
         ));
     }
 
+    /// Without `GOOGLE_CLOUD_PROJECT`, the project is the credentials': a service-account key file's
+    /// `project_id`, or the metadata server's `project/project-id` (the mock serves both, and the tokens).
+    #[tokio::test]
+    async fn the_project_comes_from_the_credentials_when_the_environment_names_none() {
+        use wiremock::matchers::{header, method, path};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+
+        let server = MockServer::start().await;
+        let token = ResponseTemplate::new(200)
+            .set_body_json(json!({"access_token": "ya29.t", "expires_in": 3600, "token_type": "Bearer"}));
+        Mock::given(method("POST"))
+            .and(path("/token"))
+            .respond_with(token.clone())
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(
+                "/computeMetadata/v1/instance/service-accounts/default/token",
+            ))
+            .and(header("metadata-flavor", "Google"))
+            .respond_with(token)
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/computeMetadata/v1/project/project-id"))
+            .and(header("metadata-flavor", "Google"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("meta-project\n"))
+            .mount(&server)
+            .await;
+        let dir = tempfile::tempdir().unwrap();
+        let key_file = dir.path().join("sa.json");
+        let key = json!({"type": "service_account", "client_email": "bot@p.iam", "project_id": "file-project",
+            "private_key": include_str!("../../tests/fixtures/google/test_rsa_key.pem"),
+            "token_uri": format!("{}/token", server.uri())});
+        std::fs::write(&key_file, key.to_string()).unwrap();
+        let key_file = key_file.to_string_lossy().into_owned();
+        let metadata_host = server.address().to_string();
+        let nowhere = dir.path().join("no-gcloud").to_string_lossy().into_owned();
+        let base = "https://aiplatform.googleapis.com";
+
+        for (vars, project) in [
+            (vec![("GOOGLE_APPLICATION_CREDENTIALS", key_file)], "file-project"),
+            (
+                vec![("GCE_METADATA_HOST", metadata_host), ("CLOUDSDK_CONFIG", nowhere)],
+                "meta-project",
+            ),
+        ] {
+            let env = move |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
+            let settings = ProviderSettings::new(base, "", "gemini-2.5-pro");
+            let provider = GoogleProvider::new(settings, GoogleApi::VertexAi, &env).unwrap();
+            assert!(matches!(
+                &provider.target,
+                Target::Vertex { project: None, location: Some(l), auth: VertexAuth::OAuth(_) } if l == "global"
+            ));
+            let (url, headers) = provider.endpoint().await.unwrap();
+            assert_eq!(
+                url,
+                format!(
+                    "{base}/v1beta1/projects/{project}/locations/global/publishers/google/models/\
+                     gemini-2.5-pro:streamGenerateContent?alt=sse"
+                )
+            );
+            assert_eq!(headers[AUTHORIZATION], "Bearer ya29.t");
+        }
+    }
+
     #[test]
     fn thinking_configs() {
         assert_eq!(thinking_config("gemini-2.5-pro", None), None);

@@ -261,7 +261,7 @@ fn media_part(part: &ContentPart) -> Result<Option<Value>, ChatError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kimi_wire::message::{ImageUrlPart, MediaUrl, ToolCall};
+    use kimi_wire::message::{ImageUrlPart, MediaUrl, ToolCall, VideoUrlPart};
     use pretty_assertions::assert_eq;
 
     fn call_with_signature(id: &str, name: &str, args: &str, signature: Option<&str>) -> ToolCall {
@@ -328,6 +328,36 @@ mod tests {
                     "parametersJsonSchema": {"type": "object", "properties": {"mode": {"enum": ["x"], "type": "string"}}}}]}],
                 "generationConfig": {"thinkingConfig": {"thinkingBudget": 32000, "includeThoughts": true}},
             })
+        );
+    }
+
+    /// `video_in`: a video given inline goes as `inlineData`, one given by URL as `fileData` with its
+    /// type guessed from the extension (the other providers leave videos out).
+    #[test]
+    fn videos_are_sent_inline_or_by_uri() {
+        let video = |url: &str| {
+            ContentPart::VideoUrl(VideoUrlPart {
+                video_url: MediaUrl::new(url),
+            })
+        };
+        let history = [Message::user(vec![
+            ContentPart::text("What happens in these?"),
+            video("data:video/mp4;base64,AAAAGGZ0eXA="),
+            video("https://example.com/clips/cat.webm?sig=1"),
+        ])];
+        let request = ChatRequest {
+            system_prompt: "",
+            tools: &[],
+            history: &history,
+        };
+        let body = build("gemini-2.5-pro", None, &request).unwrap().body;
+        assert_eq!(
+            body["contents"],
+            json!([{"role": "user", "parts": [
+                {"text": "What happens in these?"},
+                {"inlineData": {"mimeType": "video/mp4", "data": "AAAAGGZ0eXA="}},
+                {"fileData": {"mimeType": "video/webm", "fileUri": "https://example.com/clips/cat.webm?sig=1"}},
+            ]}])
         );
     }
 

@@ -220,7 +220,11 @@ mod tests {
         replay(&mut Decoder::new(ToolNames::default()), &pairs)
     }
 
-    /// Thought summary, text, then a signed function call (captured shape, trimmed).
+    /// Thought summary, text, then a signed function call. Where this comes from: written by hand after
+    /// the `GenerateContentResponse` chunks that `streamGenerateContent?alt=sse` documents
+    /// (https://ai.google.dev/api/generate-content, thought parts and `thoughtSignature` as the
+    /// thinking guide shows them), trimmed, with our own ids, texts, signature and usage; no live API
+    /// was called.
     const THINKING_TOOL_TURN: &[&str] = &[
         r#"{"candidates":[{"content":{"parts":[{"text":"**Reading** the file","thought":true}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":1200,"totalTokenCount":1230,"thoughtsTokenCount":30},"modelVersion":"gemini-2.5-pro","responseId":"resp-g1"}"#,
         r#"{"candidates":[{"content":{"parts":[{"text":"Let me look."}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-pro","responseId":"resp-g1"}"#,

@@ -287,6 +287,36 @@ mod tests {
         }
     }
 
+    /// An image a tool returned (ReadMediaFile) goes back inside the `function_call_output`, beside
+    /// the text; a video, which the Responses API does not take, is left out.
+    #[test]
+    fn images_inside_tool_results() {
+        let image = ContentPart::ImageUrl(kimi_wire::message::ImageUrlPart {
+            image_url: kimi_wire::message::MediaUrl::new("data:image/png;base64,iVBORw0KGgo="),
+        });
+        let video = ContentPart::VideoUrl(kimi_wire::message::VideoUrlPart {
+            video_url: kimi_wire::message::MediaUrl::new("data:video/mp4;base64,AA"),
+        });
+        let history = [
+            Message::user_text("look"),
+            Message::assistant(vec![], vec![ToolCall::new("call_m", "ReadMediaFile", None)]),
+            Message::tool("call_m", vec![ContentPart::text("a.png:"), image, video]),
+        ];
+        let request = ChatRequest {
+            system_prompt: "",
+            tools: &[],
+            history: &history,
+        };
+        let body = build("gpt-5.1-codex", None, &request).body;
+        assert_eq!(
+            body["input"][2],
+            json!({"call_id": "call_m", "type": "function_call_output", "output": [
+                {"type": "input_text", "text": "a.png:"},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+            ]})
+        );
+    }
+
     #[test]
     fn media_in_messages_and_tool_results() {
         let image = ContentPart::ImageUrl(kimi_wire::message::ImageUrlPart {

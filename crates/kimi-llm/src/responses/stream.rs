@@ -322,7 +322,10 @@ mod tests {
         replay(&mut Decoder::new(ToolNames::default()), &pairs)
     }
 
-    /// Reasoning with a summary, a function call, and the completion (captured shape, trimmed).
+    /// Reasoning with a summary, a function call, and the completion. Where this comes from: written by
+    /// hand after the event objects of OpenAI's Responses streaming reference
+    /// (https://platform.openai.com/docs/api-reference/responses-streaming), trimmed to the fields a
+    /// decoder reads plus `sequence_number`, with our own ids, texts and usage; no live API was called.
     const REASONING_TOOL_TURN: &[&str] = &[
         r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress","output":[]}}"#,
         r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}"#,

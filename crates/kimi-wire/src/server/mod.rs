@@ -35,7 +35,9 @@ use crate::framing::{DEFAULT_MAX_LINE_BYTES, Inbound, LineReader};
 use crate::jsonrpc::{self, ClientOutcome, Incoming};
 use crate::methods;
 use crate::named::from_value_named;
-use crate::params::{CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
+use crate::params::{
+    CancelResult, InitializeParams, PromptParams, SetPlanModeParams, SteerParams, SteerResult,
+};
 use crate::side_question;
 pub use client::{ClientHandle, ConnectionClosed, NoAnswer, Reply, SendRequestError};
 pub(crate) use outbox::Outbox;
@@ -284,10 +286,14 @@ impl<A: WireAgent> Dispatcher<A> {
                 let Some(params) = self.params::<SteerParams>(&id, method, params).await else {
                     return;
                 };
-                if self.turn.current().is_none() {
-                    return self.reply_error(Some(&id), RpcError::no_turn_in_progress()).await;
-                }
                 let agent = Arc::clone(&self.agent);
+                if self.turn.current().is_none() {
+                    // A process that may not write the session says so first: its turn could never run.
+                    return self.spawn_reply(id, async move {
+                        agent.writable().await?;
+                        Err::<SteerResult, _>(RpcError::no_turn_in_progress())
+                    });
+                }
                 self.spawn_reply(id, async move { agent.steer(params.user_input).await });
             }
             methods::CANCEL => match self.turn.current() {
