@@ -210,6 +210,15 @@ async fn no_text_the_kimi_code_model_reads_names_a_tool_it_lacks() -> Result<()>
         let text = tool.to_string();
         assert_eq!(reference_name_in(&text), None, "{text}");
     }
+    let ask = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "AskUserQuestion")
+        .context("no AskUserQuestion")?;
+    assert_eq!(
+        ask.pointer("/function/parameters/properties/questions/items/properties/header/maxLength"),
+        Some(&json!(12)),
+        "{ask}"
+    );
 
     let results = payloads(&events, "ToolResult");
     assert_eq!(results.len(), 3, "{results:?}");

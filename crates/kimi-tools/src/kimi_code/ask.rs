@@ -15,12 +15,7 @@ const MAX_HEADER_CHARS: usize = 12;
 /// seeds/002's `AskUserQuestion` over the shared one.
 pub(crate) fn ask_user_question(inner: Arc<dyn Tool>) -> Adapted {
     let mut spec = inner.spec().clone();
-    if let Some(header) = header_schema(&mut spec.parameters) {
-        header["maxLength"] = MAX_HEADER_CHARS.into();
-        header["description"] =
-            format!("A short tag for the question, at most {MAX_HEADER_CHARS} characters (e.g. \"Database\", \"Naming\").")
-                .into();
-    }
+    limit_header(&mut spec.parameters);
     Adapted::new(inner, spec).args(|args: Value| {
         let questions = args.get("questions").and_then(Value::as_array);
         for (i, question) in questions.into_iter().flatten().enumerate() {
@@ -36,11 +31,18 @@ pub(crate) fn ask_user_question(inner: Arc<dyn Tool>) -> Adapted {
     })
 }
 
-/// The schema of a question's `header` in the shared tool's parameters.
-fn header_schema(parameters: &mut Value) -> Option<&mut Value> {
-    parameters
-        .pointer_mut("/$defs/QuestionArg/properties/header")
-        .filter(|header| header.is_object())
+/// The shared tool's parameters with a question's `header` held to [`MAX_HEADER_CHARS`].
+fn limit_header(parameters: &mut Value) {
+    let header = parameters
+        .pointer_mut("/properties/questions/items/properties/header")
+        .filter(|header| header.is_object());
+    if let Some(header) = header {
+        header["maxLength"] = MAX_HEADER_CHARS.into();
+        header["description"] = format!(
+            "A short tag for the question, at most {MAX_HEADER_CHARS} characters (e.g. \"Database\", \"Naming\")."
+        )
+        .into();
+    }
 }
 
 #[cfg(test)]
@@ -48,8 +50,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_shared_schema_has_the_header_this_profile_limits() {
+    fn the_schema_holds_the_header_to_twelve_characters() {
         let mut parameters = crate::ask_user::spec().parameters;
-        assert!(header_schema(&mut parameters).is_some(), "{parameters}");
+        limit_header(&mut parameters);
+        let header = &parameters["properties"]["questions"]["items"]["properties"]["header"];
+        assert_eq!(header["maxLength"], 12, "{parameters}");
+        assert_eq!(
+            header["description"],
+            "A short tag for the question, at most 12 characters (e.g. \"Database\", \"Naming\")."
+        );
     }
 }
