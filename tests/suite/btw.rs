@@ -208,6 +208,58 @@ async fn a_side_question_during_a_turn_is_answered_before_the_turn_ends_and_leav
     Ok(())
 }
 
+/// A turn busy on its own (a command reading a FIFO nobody has opened yet, under `--yolo`): the side
+/// question is answered while the command runs; only then is the FIFO opened and the turn let end.
+#[tokio::test]
+async fn a_side_question_is_answered_while_a_command_of_the_turn_runs() -> Result<()> {
+    let model = MockModel::start(|_, messages| {
+        if asks_the_question(messages) {
+            Reply::Text(ANSWER.into())
+        } else if messages.iter().any(|m| m["role"] == "tool") {
+            Reply::Text("Read it.".into())
+        } else {
+            Reply::call("s1", "Shell", json!({"command": "cat gate"}))
+        }
+    })
+    .await;
+    let home = home_for(&model)?.arg("--yolo");
+    let gate = home.work().join("gate");
+    let made = std::process::Command::new("mkfifo").arg(&gate).status()?;
+    assert!(made.success(), "mkfifo failed");
+    let mut wire = WireProcess::spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    let turn = wire.start_prompt(json!("read the gate")).await?;
+    wire.wait_event("ToolCall").await?;
+
+    let side = wire.start_prompt(json!(format!("/btw {QUESTION}"))).await?;
+    let (answer, during) = wire.read_response(&side).await?;
+    assert_eq!(answer, rpc_result(&side, json!({"status": "finished"})));
+    let (_, end) = btw_pair(&during)?;
+    assert_eq!(end["response"], ANSWER);
+    assert!(
+        payloads(&during, "ToolResult").is_empty() && payloads(&during, "TurnEnd").is_empty(),
+        "the command was still running: {during:?}"
+    );
+
+    // Let the command finish: the turn goes on and ends as it would have.
+    let writer = tokio::task::spawn_blocking(move || std::fs::write(gate, "opened\n"));
+    let (response, rest) = wire.read_response(&turn).await?;
+    writer.await??;
+    assert_eq!(response["result"], json!({"status": "finished"}));
+    let result = payloads(&rest, "ToolResult");
+    assert_eq!(result.len(), 1, "{rest:?}");
+    assert_eq!(result[0]["return_value"]["output"], "opened\n");
+    // The turn's next request knows nothing of the side question.
+    let requests = model.requests().await;
+    let after = requests.last().cloned().unwrap_or_default();
+    let text = all_text(&after);
+    assert!(
+        text.contains("opened") && !text.contains(QUESTION) && !text.contains(ANSWER),
+        "{text}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_side_question_that_calls_tools_gets_one_more_chance_then_fails() -> Result<()> {
     // Second chance taken: the refused call is answered and the model answers in text.

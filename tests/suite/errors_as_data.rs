@@ -7,6 +7,8 @@
 use anyhow::{Context as _, Result};
 use pretty_assertions::assert_eq;
 use serde_json::json;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::common::{
     TestHome, WireProcess, init_with_error_data, rpc_error, rpc_error_data, shell_call_line,
@@ -138,6 +140,41 @@ async fn turn_state_errors_name_their_kind() -> Result<()> {
             "An agent turn is already in progress",
             json!({"kind": "turn_in_progress"})
         )
+    );
+    // `replay` and `initialize` are refused during a turn too.
+    let replay = wire.request("replay", json!({})).await?;
+    assert_eq!(
+        wire.response_to(&replay).await?,
+        rpc_error_data(
+            Some(&replay),
+            -32000,
+            "An agent turn is already in progress",
+            json!({"kind": "turn_in_progress"})
+        )
+    );
+    let again = wire.request("initialize", init_with_error_data()).await?;
+    assert_eq!(
+        wire.response_to(&again).await?,
+        rpc_error_data(
+            Some(&again),
+            -32000,
+            "An agent turn is already in progress",
+            json!({"kind": "turn_in_progress"})
+        )
+    );
+    // A `steer` whose input is not a user input: the path of the bad field.
+    let bad = wire.request("steer", json!({"user_input": 42})).await?;
+    let answer = wire.response_to(&bad).await?;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "Invalid parameters for method `steer`"
+    );
+    let data = &answer["error"]["data"];
+    assert_eq!(
+        (&data["kind"], &data["method"], &data["path"]),
+        (&json!("invalid_params"), &json!("steer"), &json!("$.user_input")),
+        "{answer}"
     );
     let cancel = wire.request("cancel", json!({})).await?;
     assert_eq!(wire.response_to(&cancel).await?["result"], json!({}));
@@ -276,5 +313,99 @@ async fn a_replay_that_cannot_read_the_session_names_its_kind() -> Result<()> {
         answer["error"],
         json!({"code": -32603, "message": "Replay failed", "data": {"kind": "replay_failed"}})
     );
+    wire.assert_alive_with_data().await
+}
+
+#[tokio::test]
+async fn a_provider_that_fails_without_a_status_is_not_retryable() -> Result<()> {
+    let home = TestHome::new()?.scripted(&["text: only one"])?;
+    let mut wire = spawn_with_data(&home).await?;
+    wire.prompt(json!("first")).await?;
+    let (answer, _) = wire.prompt(json!("second")).await?;
+    assert_eq!(
+        answer["error"],
+        json!({
+            "code": -32003,
+            "message": "ScriptedEchoChatProvider exhausted at turn 2.",
+            "data": {"kind": "provider_error", "provider": "_scripted_echo", "error_type": "ChatProviderError",
+                     "status_code": null, "retryable": false},
+        })
+    );
+    wire.assert_alive_with_data().await
+}
+
+/// A Kimi account's login (as `kimi-agent login` leaves it) whose chat and refresh both answer 401.
+#[tokio::test]
+async fn an_expired_login_names_its_kind() -> Result<()> {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"error": {
+            "message": "Invalid Authentication", "type": "invalid_authentication_error"
+        }})))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/oauth/token"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(
+            json!({"error": "invalid_grant", "error_description": "The refresh token was revoked."}),
+        ))
+        .mount(&server)
+        .await;
+    let base_url = format!("{}/v1", server.uri());
+    let home = TestHome::new()?.with_config(&json!({
+        "default_model": "k",
+        "models": {"k": {"provider": "account", "model": "kimi-for-coding", "max_context_size": 100_000}},
+        "providers": {"account": {"type": "kimi", "base_url": base_url, "api_key": "",
+                                  "oauth": {"storage": "file", "key": "oauth/kimi-code"}}},
+    }))?;
+    let credentials = home.share().join("credentials");
+    std::fs::create_dir_all(&credentials)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs_f64();
+    let token = credentials.join("kimi-code.json");
+    std::fs::write(
+        &token,
+        json!({"access_token": "revoked", "refresh_token": "revoked-too", "expires_at": now + 3600.0,
+               "scope": "kimi-code", "token_type": "Bearer", "expires_in": 3600.0})
+        .to_string(),
+    )?;
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    let env = [
+        ("KIMI_CODE_OAUTH_HOST", server.uri()),
+        ("KIMI_CODE_BASE_URL", base_url.clone()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut wire = WireProcess::spawn_with_env(&home, home.args(), &env).await?;
+    wire.initialize(init_with_error_data()).await?;
+    let (answer, _) = wire.prompt(json!("hi")).await?;
+    assert_eq!(
+        answer["error"],
+        json!({
+            "code": -32004,
+            "message": "Authentication failed. Your login session may have expired. Please run \"/login\" to sign in again.",
+            "data": {"kind": "auth_expired"},
+        })
+    );
+    wire.assert_alive_with_data().await
+}
+
+/// A session no process can lock (a directory where its lock file belongs) is served read-only; a
+/// method that would write it is refused as an internal error, the reason in the message.
+#[tokio::test]
+async fn a_session_that_cannot_be_locked_refuses_writes_as_an_internal_error() -> Result<()> {
+    let home = TestHome::new()?.scripted(&["text: hello"])?;
+    let mut wire = spawn_on_session(&home, "unlockable").await?;
+    wire.prompt(json!("hi")).await?;
+    assert!(wire.wait_exit().await?.success());
+    let dir = home.sessions_of_work_dir().join("unlockable");
+    std::fs::create_dir(dir.join("kimi-agent.lock"))?;
+    let mut wire = spawn_on_session(&home, "unlockable").await?;
+    let (answer, _) = wire.prompt(json!("no")).await?;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cannot lock the session"), "{answer}");
+    assert_eq!(answer["error"]["data"], json!({"kind": "internal_error"}));
     wire.assert_alive_with_data().await
 }

@@ -15,7 +15,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockGuard, MockServer, Request, ResponseTemplate};
 
 use crate::common::mock_model::Seq;
-use crate::common::{READ_TIMEOUT, TestHome, WireProcess, payloads};
+use crate::common::{READ_TIMEOUT, TestHome, WireProcess, init_with_error_data, payloads};
 
 /// Our knob that scales the retry backoff; 0.01 turns the reference's 0.3 s into 3 ms.
 const BACKOFF_SCALE_ENV: &str = "KIMI_AGENT_RETRY_BACKOFF_SCALE";
@@ -755,6 +755,9 @@ async fn faults_past_the_retry_budget_fail_with_the_providers_message() -> Resul
     let server = MockServer::start().await;
     let config = config(shape, &format!("{}/v1", server.uri()), 2);
     let mut agent = start_fast(TestHome::new()?, &config, &[]).await?;
+    // This client asks for errors as data: each failure says what it was (errors_as_data.rs has the
+    // null `data` of clients that did not ask).
+    agent.wire.initialize(init_with_error_data()).await?;
     let rows: Vec<(ResponseTemplate, &str, &str, Option<u16>)> = vec![
         (
             api_error(429, "Rate limit reached", "rate_limit_reached_error"),
@@ -801,7 +804,10 @@ async fn faults_past_the_retry_budget_fail_with_the_providers_message() -> Resul
         let (response, messages) = agent.prompt(&format!("row {i}")).await?;
         assert_eq!(
             response["error"],
-            json!({"code": -32003, "message": message, "data": null}),
+            json!({"code": -32003, "message": message, "data": {
+                "kind": "provider_error", "provider": "kimi", "error_type": error_type,
+                "status_code": status, "retryable": true,
+            }}),
             "{message}"
         );
         let retries = step_retries(&messages);
@@ -875,10 +881,14 @@ async fn connection_refused_past_the_budget() -> Result<()> {
     let addr = closed_port().await?;
     let config = config(Shape::Kimi, &format!("http://{addr}/v1"), 3);
     let mut agent = start_fast(TestHome::new()?, &config, &[]).await?;
+    agent.wire.initialize(init_with_error_data()).await?;
     let (response, messages) = agent.prompt("hi").await?;
     assert_eq!(
         response["error"],
-        json!({"code": -32003, "message": "Connection error.", "data": null})
+        json!({"code": -32003, "message": "Connection error.", "data": {
+            "kind": "provider_error", "provider": "kimi", "error_type": "APIConnectionError",
+            "status_code": null, "retryable": true,
+        }})
     );
     let retries: Vec<Value> = step_retries(&messages).into_iter().map(|r| r.0).collect();
     assert_eq!(

@@ -404,7 +404,7 @@ async fn a_garbage_answer_to_a_tool_call_request_is_a_tool_error() -> Result<()>
 // Shell
 
 /// Whether process `pid` is gone (no such process, or a zombie nobody has reaped yet).
-fn is_gone(pid: u32) -> bool {
+pub(crate) fn is_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         // The state follows the command name in parentheses, which may itself hold spaces.
@@ -416,7 +416,7 @@ fn is_gone(pid: u32) -> bool {
 }
 
 /// Polls for a condition that no event announces (a process dying after SIGKILL), up to the read timeout.
-async fn eventually(what: &str, check: impl Fn() -> bool) -> Result<()> {
+pub(crate) async fn eventually(what: &str, check: impl Fn() -> bool) -> Result<()> {
     let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
     while !check() {
         if tokio::time::Instant::now() > deadline {

@@ -41,6 +41,14 @@ pub fn string_too_short(loc: &str, min: usize) -> ToolReturnValue {
     )
 }
 
+/// `String should have at most {max} character(s)`.
+pub fn string_too_long(loc: &str, max: usize) -> ToolReturnValue {
+    field_error(
+        loc,
+        &format!("String should have at most {max} {}", plural(max, "character")),
+    )
+}
+
 /// Checks a list length against `min..=max`, with pydantic's `too_short` / `too_long` messages.
 pub fn check_len(loc: &str, len: usize, min: usize, max: usize) -> Result<(), ToolReturnValue> {
     if len < min {

@@ -71,6 +71,11 @@ struct OptionArg {
     description: String,
 }
 
+/// The tool's spec (the kimi-code profile adapts its parameters).
+pub(crate) fn spec() -> ToolSpec {
+    crate::tool_spec::<AskArgs>(NAME, include_str!("descriptions/ask_user.md"))
+}
+
 /// The `AskUserQuestion` tool.
 #[derive(Debug)]
 pub struct AskUserQuestion {
@@ -85,7 +90,7 @@ impl AskUserQuestion {
     /// requests through `events`.
     pub fn new(approvals: Arc<ApprovalRuntime>, client: Arc<ClientFlags>, events: EventSink) -> Self {
         Self {
-            spec: crate::tool_spec::<AskArgs>(NAME, include_str!("descriptions/ask_user.md")),
+            spec: spec(),
             approvals,
             client,
             events,

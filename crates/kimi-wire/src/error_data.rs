@@ -143,4 +143,36 @@ mod tests {
             assert_eq!(serde_json::from_value::<ErrorData>(value).unwrap(), data);
         }
     }
+
+    /// The kinds docs/protocol.md lists ("Errors as data" table) are the enum's, in its order.
+    #[test]
+    fn the_documented_kinds_are_the_enums() {
+        let schema = serde_json::to_value(schemars::schema_for!(ErrorData)).unwrap();
+        let kinds: Vec<String> = schema["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|variant| {
+                let kind = &variant["properties"]["kind"];
+                kind["const"]
+                    .as_str()
+                    .or_else(|| kind["enum"][0].as_str())
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        let docs =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/protocol.md")).unwrap();
+        let table = docs
+            .split("| `kind` | code |")
+            .nth(1)
+            .expect("docs/protocol.md has the table of kinds");
+        let documented: Vec<String> = table
+            .lines()
+            .skip(2)
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| line.split('`').nth(1).unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(documented, kinds);
+    }
 }

@@ -60,6 +60,11 @@ async fn agent_runs_a_coder_with_the_kimi_code_tools_and_checks_its_arguments() 
             "Agent",
             json!({"prompt": "Read notes.txt", "description": "read notes"}),
         ),
+        (
+            "a-4",
+            "Agent",
+            json!({"prompt": "p", "description": "d", "timeout": 3601}),
+        ),
     ]);
     let sub = step(&[("r-1", "Read", json!({"path": "notes.txt"}))]);
     let report = long_report();
@@ -76,6 +81,11 @@ async fn agent_runs_a_coder_with_the_kimi_code_tools_and_checks_its_arguments() 
         turn.message("a-2")?,
         "Error validating JSON arguments: 1 validation error for Params\ntimeout\n  Input should be greater \
          than or equal to 30"
+    );
+    assert_eq!(
+        turn.message("a-4")?,
+        "Error validating JSON arguments: 1 validation error for Params\ntimeout\n  Input should be less than \
+         or equal to 3600"
     );
     let output = turn.output("a-3")?;
     assert!(
@@ -149,10 +159,75 @@ async fn ask_user_question_asks_a_client_that_can_answer_and_fails_clearly_other
 }
 
 #[tokio::test]
+async fn ask_user_question_holds_seeds_limits_before_asking() -> Result<()> {
+    let option = |label: &str| json!({"label": label, "description": ""});
+    let asked = |header: &str, options: Vec<Value>| json!({"question": "Which one?", "header": header, "options": options});
+    let two = || vec![option("a"), option("b")];
+    let home = calling(&[
+        ("q-1", "AskUserQuestion", json!({"questions": []})),
+        (
+            "q-2",
+            "AskUserQuestion",
+            json!({"questions": vec![asked("", two()); 5]}),
+        ),
+        (
+            "q-3",
+            "AskUserQuestion",
+            json!({"questions": [asked("", vec![option("a")])]}),
+        ),
+        (
+            "q-4",
+            "AskUserQuestion",
+            json!({"questions": [asked("", vec![option("a"), option("b"), option("c"), option("d"), option("e")])]}),
+        ),
+        (
+            "q-5",
+            "AskUserQuestion",
+            json!({"questions": [asked("Twelve chars", two()), asked("Thirteen char", two())]}),
+        ),
+    ])?;
+    let (_home, mut wire) = kimi_code(home).await?;
+    // Every call is refused before a question reaches the client (`turn` answers no questions).
+    let turn = turn(&mut wire, "ask").await?;
+    let invalid =
+        |detail: &str| format!("Error validating JSON arguments: 1 validation error for Params\n{detail}");
+    assert_eq!(
+        turn.message("q-1")?,
+        invalid("questions\n  List should have at least 1 item after validation, not 0")
+    );
+    assert_eq!(
+        turn.message("q-2")?,
+        invalid("questions\n  List should have at most 4 items after validation, not 5")
+    );
+    assert_eq!(
+        turn.message("q-3")?,
+        invalid("questions.0.options\n  List should have at least 2 items after validation, not 1")
+    );
+    assert_eq!(
+        turn.message("q-4")?,
+        invalid("questions.0.options\n  List should have at most 4 items after validation, not 5")
+    );
+    // seeds/002: a header of at most 12 characters (the reference only suggests it).
+    assert_eq!(
+        turn.message("q-5")?,
+        invalid("questions.1.header\n  String should have at most 12 characters")
+    );
+    assert!(
+        !turn
+            .messages
+            .iter()
+            .any(|m| m["params"]["type"] == "QuestionRequest"),
+        "nothing was asked"
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn skill_loads_inline_skills_only() -> Result<()> {
     let first = step(&[
         ("k-1", "Skill", json!({"skill": "helper", "args": "on main.rs"})),
         ("k-2", "Skill", json!({"skill": "plain"})),
+        ("k-3", "Skill", json!({"skill": "mine"})),
     ]);
     let home = TestHome::new()?.scripted(&[&first, "text: done"])?;
     let skills = home.root.path().join("skills");
@@ -162,6 +237,10 @@ async fn skill_loads_inline_skills_only() -> Result<()> {
             "---\nname: helper\ndescription: Helps\ntype: inline\n---\nHelp well.",
         ),
         ("plain", "---\nname: plain\n---\nNot for the model."),
+        (
+            "mine",
+            "---\nname: mine\ntype: inline\ndisableModelInvocation: true\n---\nOnly when I say.",
+        ),
     ] {
         std::fs::create_dir_all(skills.join(dir))?;
         std::fs::write(skills.join(dir).join("SKILL.md"), text)?;
@@ -177,6 +256,10 @@ async fn skill_loads_inline_skills_only() -> Result<()> {
     assert_eq!(
         turn.message("k-2")?,
         "Skill \"plain\" is not an inline skill; only the user can run it (/skill:plain)."
+    );
+    assert_eq!(
+        turn.message("k-3")?,
+        "Skill \"mine\" can only be run by the user (/skill:mine)."
     );
     Ok(())
 }

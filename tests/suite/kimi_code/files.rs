@@ -55,6 +55,32 @@ async fn read_pages_with_line_offset_and_points_media_to_read_media_file() -> Re
 }
 
 #[tokio::test]
+async fn read_returns_at_most_1000_lines_or_100_kb() -> Result<()> {
+    let home = calling(&[
+        ("r-1", "Read", json!({"path": "long.txt"})),
+        ("r-2", "Read", json!({"path": "wide.txt"})),
+    ])?;
+    let long: String = (1..=1500).map(|i| format!("{i}\n")).collect();
+    std::fs::write(home.work().join("long.txt"), long)?;
+    let wide = format!("{}\n", "w".repeat(1900)).repeat(80);
+    std::fs::write(home.work().join("wide.txt"), wide)?;
+    let (_home, mut wire) = kimi_code(home).await?;
+    let turn = turn(&mut wire, "read").await?;
+    assert_eq!(turn.output("r-1")?.lines().count(), 1000);
+    assert_eq!(
+        turn.message("r-1")?,
+        "1000 lines read from file starting from line 1. Total lines in file: 1500."
+    );
+    // 54 lines of 1901 bytes pass 100 KB (102400 bytes); 53 do not.
+    assert_eq!(turn.output("r-2")?.lines().count(), 54);
+    assert_eq!(
+        turn.message("r-2")?,
+        "54 lines read from file starting from line 1. Total lines in file: 80. Max 102400 bytes reached."
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn write_asks_overwrites_appends_and_needs_an_existing_parent() -> Result<()> {
     let home = calling(&[
         ("w-1", "Write", json!({"path": "a.txt", "content": "first"})),
@@ -71,6 +97,10 @@ async fn write_asks_overwrites_appends_and_needs_an_existing_parent() -> Result<
     assert_eq!(turn.actions(), ["edit file", "edit file"]);
     assert_eq!(std::fs::read_to_string(home.work().join("a.txt"))?, "first+more");
     assert_eq!(turn.result("w-3")?["is_error"], json!(true));
+    assert_eq!(
+        turn.message("w-3")?,
+        "`missing/b.txt` parent directory does not exist."
+    );
     assert!(!home.work().join("missing").exists());
     assert_eq!(turn.message("w-4")?, not_found("WriteFile"));
     Ok(())
@@ -191,8 +221,10 @@ async fn glob_takes_path_sorts_newest_first_and_refuses_wildcard_and_brace_patte
         ("l-3", "Glob", json!({"pattern": "**/*"})),
         ("l-4", "Glob", json!({"pattern": "src/*.{rs,toml}"})),
         ("l-5", "Glob", json!({"pattern": "*.rs", "directory": "/"})),
+        ("l-6", "Glob", json!({"pattern": "src/*"})),
     ])?;
     let work = home.work();
+    std::fs::write(work.join("top.rs"), "")?;
     std::fs::create_dir_all(work.join("src/deep"))?;
     for (name, secs) in [("src/a.rs", 1_000), ("src/deep/b.rs", 3_000), ("src/c.rs", 2_000)] {
         std::fs::write(work.join(name), "")?;
@@ -216,9 +248,12 @@ async fn glob_takes_path_sorts_newest_first_and_refuses_wildcard_and_brace_patte
         "{}",
         turn.message("l-4")?
     );
-    // seeds/002's Glob has `path`, not the reference's `directory` (an unknown key is ignored).
-    assert_eq!(turn.output("l-5")?, "");
-    assert_eq!(turn.message("l-5")?, "No matches found for pattern `*.rs`.");
+    // seeds/002's Glob has `path`, not the reference's `directory` (an unknown key is ignored): the
+    // search runs in the work dir, whose only top-level `.rs` file is `top.rs` (`/` has none).
+    assert_eq!(turn.output("l-5")?, "top.rs");
+    // `include_dirs` is true by default: the directory is listed beside the files (it is the newest,
+    // its mtime being when `b.rs` was written into it).
+    assert_eq!(turn.output("l-6")?, "src/deep\nsrc/c.rs\nsrc/a.rs");
     Ok(())
 }
 
@@ -249,6 +284,11 @@ async fn read_media_file_sends_an_image_to_a_model_that_sees() -> Result<()> {
         "{parts:?}"
     );
     assert_eq!(turn.result("m-2")?["is_error"], json!(true));
+    // The reference's text names ReadFile; this agent reads text with Read.
+    assert_eq!(
+        turn.message("m-2")?,
+        "`notes.txt` is a text file. Use Read to read text files."
+    );
     Ok(())
 }
 

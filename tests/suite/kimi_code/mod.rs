@@ -77,6 +77,23 @@ impl Turn {
             .to_owned())
     }
 
+    /// Fails when a result tells the model about a tool this agent does not have (K10), but for the
+    /// toolset's "not found" answer to a model that called one.
+    fn names_only_its_own_tools(&self) -> Result<()> {
+        for result in payloads(&self.messages, "ToolResult") {
+            let value = &result["return_value"];
+            let message = value["message"].as_str().unwrap_or_default();
+            let output = value["output"].as_str().unwrap_or_default();
+            let not_found = message.starts_with("Tool `") && message.ends_with("` not found");
+            for text in [message, output] {
+                if let Some(name) = reference_name_in(text).filter(|_| !not_found) {
+                    bail!("a result names {name}, which the kimi-code agent lacks: {result}");
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The `action` of every approval request, in order.
     pub fn actions(&self) -> Vec<String> {
         self.approvals
@@ -108,13 +125,36 @@ pub(super) async fn turn_answering(wire: &mut WireProcess, prompt: &str, answer:
         if found.get("error").is_some() {
             bail!("prompt failed: {found}");
         }
-        return Ok(Turn { messages, approvals });
+        let turn = Turn { messages, approvals };
+        turn.names_only_its_own_tools()?;
+        return Ok(turn);
     }
 }
 
 /// A turn whose approval requests are all approved.
 pub(super) async fn turn(wire: &mut WireProcess, prompt: &str) -> Result<Turn> {
     turn_answering(wire, prompt, "approve").await
+}
+
+/// The reference's tools the kimi-code agent has under another name, or not at all.
+pub(super) const REFERENCE_ONLY: &[&str] = &[
+    "ReadFile",
+    "WriteFile",
+    "StrReplaceFile",
+    "Shell",
+    "SetTodoList",
+    "SearchWeb",
+];
+
+/// The first of [`REFERENCE_ONLY`] that `text` names (as a whole word, as the model would read it).
+pub(super) fn reference_name_in(text: &str) -> Option<&'static str> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    REFERENCE_ONLY.iter().copied().find(|name| {
+        text.match_indices(name).any(|(at, _)| {
+            !text[..at].chars().next_back().is_some_and(is_word)
+                && !text[at + name.len()..].chars().next().is_some_and(is_word)
+        })
+    })
 }
 
 /// The error the toolset gives for a tool the agent does not have.

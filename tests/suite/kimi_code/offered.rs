@@ -5,8 +5,10 @@ use anyhow::{Context as _, Result};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::mock_model::{MockModel, Reply};
-use crate::common::{TestHome, WireProcess};
+use super::{kimi_code, reference_name_in};
+use crate::common::mock_model::{MockModel, Reply, message_text};
+use crate::common::{TestHome, WireProcess, payloads};
+use crate::suite::plan_mode::answer;
 
 /// The tools of the first request the model got from an agent started with `agent_args`.
 async fn offered(agent_args: &[&str]) -> Result<Vec<Value>> {
@@ -161,5 +163,92 @@ async fn an_agent_file_extends_kimi_code_by_name() -> Result<()> {
         !names.contains(&"Shell") && !names.contains(&"ReadFile"),
         "{names:?}"
     );
+    Ok(())
+}
+
+/// K10: the kimi-code model never reads of a tool it does not have. Every tool is offered (a model
+/// that sees images and video, a search service), and the tools whose results are our own words
+/// (ReadMediaFile's refusal of a text file, EnterPlanMode's guidance) are called.
+#[tokio::test]
+async fn no_text_the_kimi_code_model_reads_names_a_tool_it_lacks() -> Result<()> {
+    let mock = MockModel::start(|n, _| match n {
+        0 => Reply::Calls(vec![
+            ("m-1".into(), "ReadMediaFile".into(), json!({"path": "notes.txt"})),
+            ("p-1".into(), "EnterPlanMode".into(), json!({})),
+            (
+                "o-1".into(),
+                "TaskOutput".into(),
+                json!({"task_id": "bash-00000000"}),
+            ),
+        ]),
+        _ => Reply::Text("done".into()),
+    })
+    .await;
+    let mut config = mock.config(json!({
+        "services": {"moonshot_search": {"base_url": "http://127.0.0.1:9/search", "api_key": "k"}}
+    }));
+    config["models"]["mock"]["capabilities"] = json!(["image_in", "video_in"]);
+    let home = TestHome::new()?.with_config(&config)?;
+    std::fs::write(home.work().join("notes.txt"), "text")?;
+    let (_home, mut wire) = kimi_code(home).await?;
+    let prompt = wire.start_prompt(json!("look")).await?;
+    let question = wire.wait_request("QuestionRequest").await?;
+    answer(&mut wire, &question, "Yes").await?;
+    let (response, events) = wire.read_response(&prompt).await?;
+    assert_eq!(response["result"]["status"], json!("finished"));
+
+    let bodies = mock.bodies().await;
+    let tools = bodies[0]["tools"].as_array().cloned().unwrap_or_default();
+    let offered: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    for name in ["ReadMediaFile", "WebSearch", "TodoList", "Bash", "Edit"] {
+        assert!(offered.contains(&name), "{name} not offered: {offered:?}");
+    }
+    for tool in &tools {
+        let text = tool.to_string();
+        assert_eq!(reference_name_in(&text), None, "{text}");
+    }
+    let ask = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "AskUserQuestion")
+        .context("no AskUserQuestion")?;
+    assert_eq!(
+        ask.pointer("/function/parameters/properties/questions/items/properties/header/maxLength"),
+        Some(&json!(12)),
+        "{ask}"
+    );
+
+    let results = payloads(&events, "ToolResult");
+    assert_eq!(results.len(), 3, "{results:?}");
+    let message = |id: &str| {
+        results
+            .iter()
+            .find(|r| r["tool_call_id"] == id)
+            .map(|r| r["return_value"]["message"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        message("m-1"),
+        json!("`notes.txt` is a text file. Use Read to read text files.")
+    );
+    let guidance = results
+        .iter()
+        .find(|r| r["tool_call_id"] == "p-1")
+        .and_then(|r| r["return_value"]["output"].as_str())
+        .context("no EnterPlanMode output")?;
+    assert!(guidance.contains("(create it with Write first)"), "{guidance}");
+    // What the model read back: the tool messages of the next request.
+    let read_back = &mock.requests().await[1];
+    let tool_messages: Vec<String> = read_back
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(message_text)
+        .collect();
+    assert_eq!(tool_messages.len(), 3, "{read_back:?}");
+    for text in tool_messages {
+        assert_eq!(reference_name_in(&text), None, "{text}");
+    }
     Ok(())
 }

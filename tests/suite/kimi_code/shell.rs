@@ -91,6 +91,32 @@ async fn bash_timeouts_are_milliseconds_with_seeds_limits() -> Result<()> {
     Ok(())
 }
 
+/// seeds/002: a command past its time gets SIGTERM, then 5 s to finish, then SIGKILL. This one traps
+/// TERM (the trap says so, then counts seconds and would end with "survived" after ten): the trap
+/// running shows TERM came first, and its count shows the grace, cut by KILL before "survived".
+#[tokio::test]
+async fn bash_past_its_timeout_gets_term_then_five_seconds_then_kill() -> Result<()> {
+    let command = "echo $$ > shell.pid; trap 'echo term; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1; \
+                   echo tick $i; done; echo survived; exit 0' TERM; echo start; sleep 60";
+    let home = calling(&[("k-1", "Bash", json!({"command": command, "timeout": 700}))])?;
+    let (home, mut wire) = kimi_code(home).await?;
+    let turn = turn(&mut wire, "run").await?;
+    assert_eq!(turn.message("k-1")?, "Command killed by timeout (700ms)");
+    let output = turn.output("k-1")?;
+    // (bash reports the `sleep` that TERM ended as "Terminated" before running the trap.)
+    let lines: Vec<&str> = output.lines().filter(|l| *l != "Terminated").collect();
+    assert_eq!(lines.get(..2), Some(&["start", "term"][..]), "{output}");
+    assert!(!output.contains("survived"), "{output}");
+    // Ticks are a second apart: at least one fits in the grace, and no more than five.
+    let ticks = output.lines().filter(|l| l.starts_with("tick ")).count();
+    assert!((1..=5).contains(&ticks), "{ticks} ticks: {output}");
+    let pid: u32 = std::fs::read_to_string(home.work().join("shell.pid"))?
+        .trim()
+        .parse()?;
+    crate::suite::toolset::eventually("the shell is gone", || crate::suite::toolset::is_gone(pid)).await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn bash_in_the_background_needs_a_description_and_defaults_to_ten_minutes() -> Result<()> {
     let home = calling(&[

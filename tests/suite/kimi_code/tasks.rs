@@ -40,6 +40,9 @@ async fn task_tools_report_seeds_records_statuses_and_stop_reasons() -> Result<(
                 ("o-1".into(), "TaskOutput".into(), json!({"task_id": short, "block": true, "timeout": 20})),
                 ("o-2".into(), "TaskOutput".into(), json!({"task_id": nap})),
                 ("o-3".into(), "TaskOutput".into(), json!({"task_id": "bash-zzzzzzzz"})),
+                // Waited for, and still running when the wait ends.
+                ("o-5".into(), "TaskOutput".into(), json!({"task_id": nap, "block": true, "timeout": 0})),
+                ("o-6".into(), "TaskOutput".into(), json!({"task_id": nap, "timeout": 3601})),
                 ("l-2".into(), "TaskList".into(), json!({"limit": 101})),
             ]),
             // The list runs before the stop (which waits for the calls before it).
@@ -106,6 +109,15 @@ async fn task_tools_report_seeds_records_statuses_and_stop_reasons() -> Result<(
     );
     assert!(field(&running, "output_path").is_some(), "{running}");
     assert_eq!(turn.message("o-2")?, "Task snapshot retrieved.");
+    // Waited for until the wait's end, still running: `timeout`.
+    let waited = turn.output("o-5")?;
+    assert_eq!(field(&waited, "retrieval_status"), Some("timeout"), "{waited}");
+    assert_eq!(field(&waited, "status"), Some("running"), "{waited}");
+    assert_eq!(
+        turn.message("o-6")?,
+        "Error validating JSON arguments: 1 validation error for TaskOutputParams\ntimeout\n  Input should be \
+         less than or equal to 3600"
+    );
     // Active tasks only, by default: the one still running (the other timed out in the step before).
     let listed = turn.output("l-1")?;
     assert!(

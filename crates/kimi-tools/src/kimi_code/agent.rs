@@ -8,7 +8,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::NAMES;
 use super::adapter::Adapted;
 use crate::args;
 
@@ -36,7 +35,7 @@ struct AgentArgs {
 
 /// seeds/002's `Agent` over the shared one.
 pub(crate) fn agent(inner: Arc<dyn Tool>) -> Adapted {
-    let description = NAMES.apply(&inner.spec().description).into_owned();
+    let description = inner.spec().description.clone();
     let spec = crate::tool_spec::<AgentArgs>("Agent", description);
     Adapted::new(inner, spec).args(|args: Value| {
         let args: AgentArgs = parse_args(args)?;

@@ -14,23 +14,29 @@
 //! | `TaskList`, `TaskOutput`, `TaskStop` | the task tools under [`TaskFormat::KimiCode`](crate::task::TaskFormat) | seeds/002's records ([`tasks`]) |
 //! | `Agent` | Agent | no `model`; `subagent_type` and `resume` exclusive |
 //! | `ExitPlanMode` | ExitPlanMode | 1 to 3 `options`, labels at most 80 characters |
-//! | `ReadMediaFile`, `Grep`, `FetchURL`, `EnterPlanMode`, `AskUserQuestion`, `Cron*` | the same tools | nothing (descriptions name the profile's tools) |
+//! | `AskUserQuestion` | AskUserQuestion | `header` at most 12 characters |
+//! | `ReadMediaFile`, `Grep`, `FetchURL`, `EnterPlanMode`, `Cron*` | the same tools | nothing |
+//!
+//! Every text the model reads of them names the profile's tools ([`NAMES`], applied in one place).
 //!
 //! `git_diff` and `Skill` are the same in both agents and are not part of the profile.
 
 mod adapter;
 mod agent;
+mod ask;
 mod bash;
 mod edit;
 mod glob;
 mod plan;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use kimi_core::Tool;
 use kimi_core::ToolNames;
 use kimi_llm::ToolSpec;
-use kimi_wire::message::ToolReturnValue;
+use kimi_wire::message::{ToolOutput, ToolReturnValue};
+use serde_json::Value;
 
 use crate::task::TaskFormat;
 use crate::{Shell, TaskList, TaskOutput, TaskStop, ToolDeps, UnknownTool};
@@ -75,25 +81,38 @@ pub const NAMES: ToolNames = ToolNames::new(&[
 ]);
 
 /// Builds the profile's tool `name` (without the prefix) over the shared implementations; `Ok(None)`
-/// when it does not load in this session, for the same reasons as its implementation.
+/// when it does not load in this session, for the same reasons as its implementation. Whatever the
+/// model reads of it names the profile's tools ([`in_profile_words`]).
 pub(crate) fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn Tool>>, UnknownTool> {
     let shared = |reference: &str| crate::build_tool(reference, deps);
     let session = &deps.session;
     let tool: Arc<dyn Tool> = match name {
-        // The same tools, descriptions and all.
-        "AskUserQuestion" | "Grep" | "FetchURL" | "EnterPlanMode" | "CronCreate" | "CronList"
-        | "CronDelete" => {
-            return shared(name);
-        }
-        "ReadMediaFile" => return Ok(shared(name)?.map(|inner| reworded(inner, name))),
-        "Read" => {
-            return Ok(
-                shared("ReadFile")?.map(|inner| Arc::new(renamed(inner, name).result(read_result)) as _)
-            );
-        }
-        "Write" => return Ok(shared("WriteFile")?.map(|inner| Arc::new(renamed(inner, name)) as _)),
-        "TodoList" => return Ok(shared("SetTodoList")?.map(|inner| Arc::new(renamed(inner, name)) as _)),
-        "WebSearch" => return Ok(shared("SearchWeb")?.map(|inner| Arc::new(renamed(inner, name)) as _)),
+        // The same tools under the same names.
+        "Grep" | "FetchURL" | "ReadMediaFile" | "EnterPlanMode" | "CronCreate" | "CronList"
+        | "CronDelete" => match shared(name)? {
+            Some(inner) => inner,
+            None => return Ok(None),
+        },
+        "AskUserQuestion" => match shared(name)? {
+            Some(inner) => Arc::new(ask::ask_user_question(inner)),
+            None => return Ok(None),
+        },
+        "Read" => match shared("ReadFile")? {
+            Some(inner) => Arc::new(renamed(inner, name).result(read_result)),
+            None => return Ok(None),
+        },
+        "Write" => match shared("WriteFile")? {
+            Some(inner) => Arc::new(renamed(inner, name)),
+            None => return Ok(None),
+        },
+        "TodoList" => match shared("SetTodoList")? {
+            Some(inner) => Arc::new(renamed(inner, name)),
+            None => return Ok(None),
+        },
+        "WebSearch" => match shared("SearchWeb")? {
+            Some(inner) => Arc::new(renamed(inner, name)),
+            None => return Ok(None),
+        },
         "Edit" => match shared("StrReplaceFile")? {
             Some(inner) => Arc::new(edit::edit(inner)),
             None => return Ok(None),
@@ -123,25 +142,71 @@ pub(crate) fn build_tool(name: &str, deps: &ToolDeps) -> Result<Option<Arc<dyn T
             });
         }
     };
-    Ok(Some(tool))
+    Ok(Some(in_profile_words(tool)))
 }
 
-/// `inner` under the profile's `name`, with its parameters and its description in the profile's words.
+/// `inner` under the profile's `name`, its spec otherwise unchanged ([`in_profile_words`] rewords it).
 fn renamed(inner: Arc<dyn Tool>, name: &str) -> Adapted {
     let spec = ToolSpec {
         name: name.to_owned(),
-        description: NAMES.apply(&inner.spec().description).into_owned(),
-        parameters: inner.spec().parameters.clone(),
+        ..inner.spec().clone()
     };
     Adapted::new(inner, spec)
 }
 
-/// `inner` as it is, its description naming the profile's tools.
-fn reworded(inner: Arc<dyn Tool>, name: &str) -> Arc<dyn Tool> {
-    if NAMES.apply(&inner.spec().description) == inner.spec().description {
-        return inner;
+/// `tool` with every text the model reads of it naming the profile's tools: its description, its
+/// parameters' descriptions, and the results of the tools whose results are all our own words (the
+/// others' results carry file contents, command output and user answers, which are never rewritten).
+fn in_profile_words(tool: Arc<dyn Tool>) -> Arc<dyn Tool> {
+    let mut spec = tool.spec().clone();
+    spec.description = NAMES.apply(&spec.description).into_owned();
+    reword_descriptions(&mut spec.parameters);
+    let own_words = OWN_WORDS.contains(&spec.name.as_str());
+    if spec == *tool.spec() && !own_words {
+        return tool;
     }
-    Arc::new(renamed(inner, name))
+    let adapted = Adapted::new(tool, spec);
+    Arc::new(if own_words {
+        adapted.result(result_in_profile_words)
+    } else {
+        adapted
+    })
+}
+
+/// The tools whose results (message and text output) are written by us alone, and may name tools.
+const OWN_WORDS: &[&str] = &["ReadMediaFile", "EnterPlanMode"];
+
+/// Every `description` string of a parameter schema, in the profile's words.
+fn reword_descriptions(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match value {
+                    Value::String(text) if key == "description" => {
+                        if let Cow::Owned(reworded) = NAMES.apply(text) {
+                            *text = reworded;
+                        }
+                    }
+                    _ => reword_descriptions(value),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(reword_descriptions),
+        _ => {}
+    }
+}
+
+/// A result of one of the [`OWN_WORDS`] tools in the profile's words.
+fn result_in_profile_words(mut value: ToolReturnValue) -> ToolReturnValue {
+    if let Cow::Owned(message) = NAMES.apply(&value.message) {
+        value.message = message;
+    }
+    if let ToolOutput::Text(text) = &mut value.output
+        && let Cow::Owned(reworded) = NAMES.apply(text)
+    {
+        *text = reworded;
+    }
+    value
 }
 
 /// seeds/002: reading an image or video with `Read` points to `ReadMediaFile`.
@@ -178,5 +243,45 @@ mod tests {
         );
         let other = ToolReturnValue::ok("text", "1 lines read");
         assert_eq!(read_result(other.clone()), other);
+    }
+
+    #[test]
+    fn parameter_descriptions_name_the_profiles_tools() {
+        let mut schema = serde_json::json!({
+            "properties": {
+                "task_id": {"type": "string", "description": "As `Shell` or `TaskList` reported it."},
+                "Shell": {"type": "string", "description": "Leaves the key and `ShellX` alone."},
+            },
+            "$defs": {"Item": {"anyOf": [{"description": "Write it with WriteFile."}]}},
+        });
+        reword_descriptions(&mut schema);
+        assert_eq!(
+            schema,
+            serde_json::json!({
+                "properties": {
+                    "task_id": {"type": "string", "description": "As `Bash` or `TaskList` reported it."},
+                    "Shell": {"type": "string", "description": "Leaves the key and `ShellX` alone."},
+                },
+                "$defs": {"Item": {"anyOf": [{"description": "Write it with Write."}]}},
+            })
+        );
+    }
+
+    #[test]
+    fn own_words_results_name_the_profiles_tools() {
+        let refused = ToolReturnValue::error(
+            "",
+            "`n.txt` is a text file. Use ReadFile to read text files.",
+            "Unsupported file type",
+        );
+        assert_eq!(
+            result_in_profile_words(refused).message,
+            "`n.txt` is a text file. Use Read to read text files."
+        );
+        let guidance = ToolReturnValue::ok("create it with WriteFile first", "Plan mode on");
+        assert_eq!(
+            result_in_profile_words(guidance).output,
+            ToolOutput::Text("create it with Write first".into())
+        );
     }
 }

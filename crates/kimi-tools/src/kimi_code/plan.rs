@@ -9,7 +9,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::NAMES;
 use super::adapter::Adapted;
 use crate::args;
 
@@ -37,7 +36,7 @@ struct PlanOption {
 
 /// seeds/002's `ExitPlanMode` over the shared one.
 pub(crate) fn exit_plan_mode(inner: Arc<dyn Tool>) -> Adapted {
-    let description = NAMES.apply(&inner.spec().description).into_owned();
+    let description = inner.spec().description.clone();
     let spec = crate::tool_spec::<ExitArgs>("ExitPlanMode", description);
     Adapted::new(inner, spec).args(|args: Value| {
         let args: ExitArgs = parse_args(args)?;
@@ -49,9 +48,9 @@ pub(crate) fn exit_plan_mode(inner: Arc<dyn Tool>) -> Adapted {
                     return Err(args::string_too_short(&format!("options.{i}.label"), 1));
                 }
                 if chars > MAX_LABEL_CHARS {
-                    return Err(args::field_error(
+                    return Err(args::string_too_long(
                         &format!("options.{i}.label"),
-                        &format!("String should have at most {MAX_LABEL_CHARS} characters"),
+                        MAX_LABEL_CHARS,
                     ));
                 }
             }

@@ -511,6 +511,37 @@ mod tests {
         );
         send(&mut write, "2", "hi").await;
         assert_eq!(next(&mut lines).await["result"], json!({"status": "finished"}));
+        // A client that asks for errors as data is told the kind.
+        ask_for_error_data(&mut write, &mut lines).await;
+        send(&mut write, "3", "panic").await;
+        assert_eq!(
+            next(&mut lines).await["error"],
+            json!({"code": -32603, "message": HANDLER_PANICKED, "data": {"kind": "internal_error"}})
+        );
+    }
+
+    /// `initialize` with `capabilities.error_data` (Faulty refuses it, but the server has taken note).
+    async fn ask_for_error_data(
+        write: &mut tokio::io::WriteHalf<tokio::io::DuplexStream>,
+        lines: &mut Lines,
+    ) {
+        let line = json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+                          "params": {"protocol_version": "1.10", "capabilities": {"error_data": true}}});
+        write.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        assert_eq!(next(lines).await["id"], "init");
+    }
+
+    #[tokio::test]
+    async fn a_handler_cut_short_by_shutdown_names_its_kind() {
+        let (running, mut write, mut lines) = start().await;
+        ask_for_error_data(&mut write, &mut lines).await;
+        send(&mut write, "1", "hang").await;
+        write.shutdown().await.unwrap();
+        assert_eq!(
+            next(&mut lines).await["error"],
+            json!({"code": -32603, "message": HANDLER_ABORTED, "data": {"kind": "server_shutting_down"}})
+        );
+        running.await.unwrap();
     }
 
     #[tokio::test]
