@@ -162,7 +162,11 @@ impl PausingModel {
     pub fn requests(&self) -> Vec<Vec<Value>> {
         self.bodies
             .lock()
-            .map(|b| b.iter().map(|body| body["messages"].as_array().cloned().unwrap_or_default()).collect())
+            .map(|b| {
+                b.iter()
+                    .map(|body| body["messages"].as_array().cloned().unwrap_or_default())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }

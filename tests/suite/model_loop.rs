@@ -312,9 +312,15 @@ async fn a_stream_cut_after_a_complete_command_asks_nothing_and_runs_nothing() -
 }
 
 #[tokio::test]
-async fn with_yolo_a_cut_stream_still_runs_nothing() -> Result<()> {
+async fn with_yolo_a_cut_stream_still_changes_nothing() -> Result<()> {
+    // A write, not a command: nothing to ask, and done in-process as soon as it may start, so before
+    // the fix it was written during the hold every time (a command's process could lose the race).
     let model = PausingModel::start(|n, _| match n {
-        0 => Reply::Cut(vec![call("tc-1", "Shell", json!({"command": "touch marker"}))]),
+        0 => Reply::Cut(vec![call(
+            "tc-1",
+            "WriteFile",
+            json!({"path": "marker", "content": "x"}),
+        )]),
         _ => Reply::Text("done".into()),
     })
     .await?;
@@ -741,7 +747,11 @@ async fn a_write_after_an_approved_exit_plan_mode_in_the_same_step_goes_ahead() 
                 .and_then(|rest| rest.split(" (").next())
                 .unwrap_or("no-plan-file-in-reminder")
                 .to_owned();
-            Reply::call("tc-plan", "WriteFile", json!({"path": path, "content": "# Plan\n"}))
+            Reply::call(
+                "tc-plan",
+                "WriteFile",
+                json!({"path": path, "content": "# Plan\n"}),
+            )
         }
         1 => Reply::Calls(vec![
             call("tc-exit", "ExitPlanMode", json!({})),

@@ -207,13 +207,15 @@ mod tests {
     #[tokio::test]
     async fn only_a_tool_marked_read_only_runs_beside_reads_and_every_one_is_approved() {
         let tool = || rmcp::model::Tool::new("look", "d", Arc::new(serde_json::Map::new()));
-        let hinted = |hint: bool| {
-            tool().annotate(rmcp::model::ToolAnnotations::new().read_only(hint))
-        };
+        let hinted = |hint: bool| tool().annotate(rmcp::model::ToolAnnotations::new().read_only(hint));
         for (case, tool, access) in [
             ("readOnlyHint true", hinted(true), Access::Read),
             ("readOnlyHint false", hinted(false), Access::Change),
-            ("annotations without the hint", tool().annotate(rmcp::model::ToolAnnotations::new()), Access::Change),
+            (
+                "annotations without the hint",
+                tool().annotate(rmcp::model::ToolAnnotations::new()),
+                Access::Change,
+            ),
             ("no annotations", tool(), Access::Change),
         ] {
             let plan = planned(tool).await;

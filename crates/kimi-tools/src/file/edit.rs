@@ -684,7 +684,8 @@ mod tests {
             assert_eq!(effect, None);
             assert_eq!(value, ToolReturnValue::error("", message, brief));
         }
-        assert_eq!(dir.read("f.txt"), "content");    assert_eq!(dir.read("empty.txt"), "");
+        assert_eq!(dir.read("f.txt"), "content");
+        assert_eq!(dir.read("empty.txt"), "");
     }
 
     #[tokio::test]
