@@ -4,7 +4,9 @@
 //! Each request's messages go to a script function that returns the [`Reply`]; the server streams it as
 //! an OpenAI-compatible SSE answer, and keeps every request body for inspection.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
@@ -69,19 +71,7 @@ impl MockModel {
 
     /// A whole config using this server as the default model, with `extra` top-level keys merged in.
     pub fn config(&self, extra: Value) -> Value {
-        let mut config = json!({
-            "default_model": "mock",
-            "models": {"mock": {"provider": "mock", "model": "mock-model", "max_context_size": 100000}},
-            "providers": {"mock": {
-                "type": "openai_legacy", "base_url": format!("{}/v1", self.server.uri()), "api_key": "sk-test"
-            }},
-        });
-        if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
-            for (key, value) in extra {
-                config.insert(key.clone(), value.clone());
-            }
-        }
-        config
+        model_config(&format!("{}/v1", self.server.uri()), extra)
     }
 
     /// Every request body so far, in order (`tools`, `messages`, ...).
@@ -110,6 +100,145 @@ impl MockModel {
             })
             .collect()
     }
+}
+
+/// The mock model on a plain socket, for answers that must stop part-way until the test lets them go on
+/// (wiremock sends a body in one piece, so a call and the break after it reach the agent together).
+///
+/// A [`Reply::Cut`] is streamed up to the start of its unfinished call, so every call before it is
+/// complete; the answer then stays open until [`PausingModel::release`] and is closed without ending.
+/// Other replies are streamed whole.
+pub struct PausingModel {
+    addr: SocketAddr,
+    bodies: Arc<Mutex<Vec<Value>>>,
+    releases: Arc<tokio::sync::Semaphore>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PausingModel {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl PausingModel {
+    /// Starts a server answering the `n`th request (from 0) with `script(n, messages)`.
+    pub async fn start(
+        script: impl Fn(usize, &[Value]) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let releases = Arc::new(tokio::sync::Semaphore::new(0));
+        let script: Arc<Script> = Arc::new(Box::new(script));
+        let (seen, gate) = (Arc::clone(&bodies), Arc::clone(&releases));
+        let server = tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let (seen, gate, script) = (Arc::clone(&seen), Arc::clone(&gate), Arc::clone(&script));
+                tokio::spawn(async move {
+                    let _ = serve(socket, &seen, &gate, script.as_ref()).await;
+                });
+            }
+        });
+        Ok(Self {
+            addr,
+            bodies,
+            releases,
+            server,
+        })
+    }
+
+    /// Lets the oldest held answer (or the next one to be held) break off.
+    pub fn release(&self) {
+        self.releases.add_permits(1);
+    }
+
+    /// A whole config using this server as the default model, with `extra` top-level keys merged in.
+    pub fn config(&self, extra: Value) -> Value {
+        model_config(&format!("http://{}/v1", self.addr), extra)
+    }
+
+    /// The `messages` of every request so far, in order.
+    pub fn requests(&self) -> Vec<Vec<Value>> {
+        self.bodies
+            .lock()
+            .map(|b| {
+                b.iter()
+                    .map(|body| body["messages"].as_array().cloned().unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Reads one request from `socket`, answers it as `script` says, and closes the connection.
+async fn serve(
+    mut socket: tokio::net::TcpStream,
+    seen: &Mutex<Vec<Value>>,
+    gate: &tokio::sync::Semaphore,
+    script: &Script,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let (head_end, length) = loop {
+        let n = socket.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (end + 4, length);
+        }
+    };
+    while buffer.len() < head_end + length {
+        let n = socket.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+    let body: Value = serde_json::from_slice(&buffer[head_end..]).unwrap_or(Value::Null);
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let n = {
+        let mut seen = seen.lock().map_err(|_| std::io::Error::other("poisoned"))?;
+        seen.push(body);
+        seen.len() - 1
+    };
+    let reply = script(n, &messages);
+    socket
+        .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        .await?;
+    socket.write_all(sse(&reply).as_bytes()).await?;
+    socket.flush().await?;
+    if matches!(reply, Reply::Cut(_)) {
+        // Held open, every call but the last complete, until the test lets the answer break off.
+        if let Ok(permit) = gate.acquire().await {
+            permit.forget();
+        }
+    }
+    socket.shutdown().await
+}
+
+/// A whole config whose default model is served at `base_url`, with `extra` top-level keys merged in.
+fn model_config(base_url: &str, extra: Value) -> Value {
+    let mut config = json!({
+        "default_model": "mock",
+        "models": {"mock": {"provider": "mock", "model": "mock-model", "max_context_size": 100000}},
+        "providers": {"mock": {"type": "openai_legacy", "base_url": base_url, "api_key": "sk-test"}},
+    });
+    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
+        for (key, value) in extra {
+            config.insert(key.clone(), value.clone());
+        }
+    }
+    config
 }
 
 /// The text of a message (string content, or its text parts, one per line).

@@ -387,6 +387,16 @@ impl WireProcess {
         Ok(found)
     }
 
+    /// Reads until `pred` matches and leaves that message and everything before it buffered, so a later
+    /// read returns the whole conversation in order.
+    pub async fn peek_until(&mut self, pred: impl Fn(&Value) -> bool) -> Result<Value> {
+        let (found, skipped) = self.read_until(pred).await?;
+        for message in std::iter::once(found.clone()).chain(skipped.into_iter().rev()) {
+            self.buffered.push_front(message);
+        }
+        Ok(found)
+    }
+
     /// Reads until the response to `id` (e.g. of a `steer` or `cancel` sent during a turn) and returns it,
     /// leaving the events and requests read on the way buffered for the turn's own reads.
     pub async fn response_to(&mut self, id: &str) -> Result<Value> {

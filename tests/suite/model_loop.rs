@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result, bail};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::mock_model::{MockModel, Reply, message_text, tool_result};
+use crate::common::mock_model::{MockModel, PausingModel, Reply, message_text, tool_result};
 use crate::common::{TestHome, WireProcess, approval_answer, external_tool, kinds, payloads};
 
 /// `initialize` params of a client that answers questions and knows plan mode.
@@ -192,20 +192,99 @@ async fn a_client_tool_runs_alone_after_the_calls_before_it() -> Result<()> {
     Ok(())
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Point 2: no side effect from an attempt that fails
-
 #[tokio::test]
-async fn a_stream_cut_after_a_complete_command_asks_nothing_and_runs_nothing() -> Result<()> {
-    let model = MockModel::start(|n, _| match n {
-        0 => Reply::Cut(vec![call("tc-1", "Shell", json!({"command": "touch marker"}))]),
-        _ => Reply::Text("done".into()),
+async fn two_subagents_of_one_step_run_side_by_side_and_ask_at_once() -> Result<()> {
+    let model = MockModel::start(|_, messages| {
+        let task = messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .map(message_text)
+            .unwrap_or_default();
+        let last_is_tool = messages.last().is_some_and(|m| m["role"] == "tool");
+        let agent = |id: &str, prompt: &str| {
+            call(
+                id,
+                "Agent",
+                json!({"description": "touch", "prompt": prompt, "subagent_type": "coder"}),
+            )
+        };
+        match (task.strip_prefix("SUBTASK "), last_is_tool) {
+            (Some(name), false) => Reply::call(
+                &format!("tc-{name}"),
+                "Shell",
+                json!({"command": format!("touch {name}")}),
+            ),
+            (Some(name), true) => Reply::Text(format!("Touched {name}. {}", "All went well. ".repeat(20))),
+            (None, false) => Reply::Calls(vec![agent("tc-a", "SUBTASK one"), agent("tc-b", "SUBTASK two")]),
+            (None, true) => Reply::Text("done".into()),
+        }
     })
     .await;
     let home = home_for(&model, json!({}))?;
     let mut wire = spawn(&home).await?;
     wire.initialize(json!({"protocol_version": "1.10"})).await?;
-    let (response, messages) = wire.prompt(json!("touch it")).await?;
+    let prompt = wire.start_prompt(json!("delegate twice")).await?;
+    // Each subagent asks for its command before either is answered: neither waits for the other.
+    let first = wire.wait_request("ApprovalRequest").await?;
+    let second = wire.wait_request("ApprovalRequest").await?;
+    let asked = |r: &Value| {
+        (
+            r["params"]["payload"]["agent_id"].clone(),
+            r["params"]["payload"]["tool_call_id"].clone(),
+        )
+    };
+    let (a, b) = (asked(&first), asked(&second));
+    assert!(a.0.is_string() && b.0.is_string() && a.0 != b.0, "{a:?} {b:?}");
+    let mut commands = [a.1.clone(), b.1.clone()];
+    commands.sort_by_key(|v| v.to_string());
+    assert_eq!(commands, [json!("tc-one"), json!("tc-two")]);
+    wire.send(&approval_answer(&second, "approve")).await?;
+    wire.send(&approval_answer(&first, "approve")).await?;
+    let (response, _) = wire.read_response(&prompt).await?;
+    assert_eq!(response["result"]["status"], json!("finished"));
+    assert!(home.work().join("one").exists() && home.work().join("two").exists());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Point 2: no side effect from an attempt that fails
+
+/// Lets the held answer break off once the agent has had its chance to act on every complete call:
+/// the client has seen the unfinished call start (so each call before it was handed on, and the
+/// agent's stream now waits on the held answer while its calls may go on), and the server has answered
+/// a request sent after that. Before the fix, a complete call's approval, hook or command went ahead
+/// during this hold, so it was out before the break every time, not only when a race fell its way.
+/// Everything read stays buffered for the turn's own reads.
+async fn break_off_once_settled(wire: &mut WireProcess, model: &PausingModel) -> Result<()> {
+    wire.peek_until(|m| is_event(m, "ToolCall") && m["params"]["payload"]["id"] == "cut-off")
+        .await?;
+    let ping = wire.request("no_such_method", json!({})).await?;
+    wire.response_to(&ping).await?;
+    model.release();
+    Ok(())
+}
+
+/// The `ToolResult` of `tool_call_id`, and where it is in `messages`.
+fn result_of<'a>(messages: &'a [Value], tool_call_id: &str) -> Option<(usize, &'a Value)> {
+    let at = position(messages, |m| {
+        is_event(m, "ToolResult") && m["params"]["payload"]["tool_call_id"] == tool_call_id
+    })?;
+    Some((at, &messages[at]["params"]["payload"]["return_value"]))
+}
+
+#[tokio::test]
+async fn a_stream_cut_after_a_complete_command_asks_nothing_and_runs_nothing() -> Result<()> {
+    let model = PausingModel::start(|n, _| match n {
+        0 => Reply::Cut(vec![call("tc-1", "Shell", json!({"command": "touch marker"}))]),
+        _ => Reply::Text("done".into()),
+    })
+    .await?;
+    let home = TestHome::new()?.with_config(&model.config(json!({})))?;
+    let mut wire = spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    let prompt = wire.start_prompt(json!("touch it")).await?;
+    break_off_once_settled(&mut wire, &model).await?;
+    let (response, messages) = wire.read_response(&prompt).await?;
     assert_eq!(response["result"]["status"], json!("finished"));
     assert!(
         !order(&messages).iter().any(|k| k.starts_with("request:")),
@@ -214,13 +293,9 @@ async fn a_stream_cut_after_a_complete_command_asks_nothing_and_runs_nothing() -
     );
     assert_eq!(payloads(&messages, "StepRetry").len(), 1);
     // The client saw the call, so it hears that it was dropped, before the retry.
-    let dropped = position(&messages, |m| {
-        is_event(m, "ToolResult") && m["params"]["payload"]["tool_call_id"] == "tc-1"
-    })
-    .context("no ToolResult for the dropped call")?;
+    let (dropped, value) = result_of(&messages, "tc-1").context("no ToolResult for the dropped call")?;
     let retry = position(&messages, |m| is_event(m, "StepRetry")).context("no StepRetry")?;
     assert!(dropped < retry);
-    let value = &messages[dropped]["params"]["payload"]["return_value"];
     assert_eq!(
         (value["is_error"].clone(), value["message"].clone()),
         (
@@ -230,25 +305,136 @@ async fn a_stream_cut_after_a_complete_command_asks_nothing_and_runs_nothing() -
     );
     assert!(!home.work().join("marker").exists());
     // The model never hears of the failed attempt.
-    let requests = model.requests().await;
+    let requests = model.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[1], requests[0]);
     Ok(())
 }
 
 #[tokio::test]
-async fn with_yolo_a_cut_stream_still_runs_nothing() -> Result<()> {
-    let model = MockModel::start(|n, _| match n {
-        0 => Reply::Cut(vec![call("tc-1", "Shell", json!({"command": "touch marker"}))]),
+async fn with_yolo_a_cut_stream_still_changes_nothing() -> Result<()> {
+    // A write, not a command: nothing to ask, and done in-process as soon as it may start, so before
+    // the fix it was written during the hold every time (a command's process could lose the race).
+    let model = PausingModel::start(|n, _| match n {
+        0 => Reply::Cut(vec![call(
+            "tc-1",
+            "WriteFile",
+            json!({"path": "marker", "content": "x"}),
+        )]),
         _ => Reply::Text("done".into()),
     })
-    .await;
-    let home = home_for(&model, json!({}))?.arg("--yolo");
+    .await?;
+    let home = TestHome::new()?
+        .with_config(&model.config(json!({})))?
+        .arg("--yolo");
     let mut wire = spawn(&home).await?;
     wire.initialize(json!({"protocol_version": "1.10"})).await?;
-    let (response, _) = wire.prompt(json!("touch it")).await?;
+    let prompt = wire.start_prompt(json!("touch it")).await?;
+    break_off_once_settled(&mut wire, &model).await?;
+    let (response, _) = wire.read_response(&prompt).await?;
     assert_eq!(response["result"]["status"], json!("finished"));
     assert!(!home.work().join("marker").exists());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_read_with_a_pre_tool_use_hook_waits_for_the_whole_answer() -> Result<()> {
+    let model = PausingModel::start(|n, _| match n {
+        0 => Reply::Cut(vec![call("tc-r", "ReadFile", json!({"path": "a.txt"}))]),
+        1 => Reply::call("tc-r2", "ReadFile", json!({"path": "a.txt"})),
+        _ => Reply::Text("done".into()),
+    })
+    .await?;
+    let hooks = json!([{"event": "PreToolUse", "matcher": "^ReadFile$", "command": "echo ran >> hook.log"}]);
+    let home = TestHome::new()?.with_config(&model.config(json!({"hooks": hooks})))?;
+    std::fs::write(home.work().join("a.txt"), "alpha")?;
+    let mut wire = spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10", "hooks": [
+        {"id": "sub-1", "event": "PreToolUse", "matcher": "^ReadFile$", "timeout": 30},
+    ]}))
+    .await?;
+    let prompt = wire.start_prompt(json!("read it")).await?;
+    break_off_once_settled(&mut wire, &model).await?;
+    // The retried answer is complete: its read's hooks run, and the client is asked once.
+    let (request, before) = wire
+        .read_until(|m| m["method"] == "request" && m["params"]["type"] == "HookRequest")
+        .await?;
+    assert_eq!(
+        request["params"]["payload"]["input_data"]["tool_call_id"],
+        "tc-r2",
+        "{:?}",
+        order(&before)
+    );
+    assert_eq!(payloads(&before, "StepRetry").len(), 1);
+    assert_eq!(
+        payloads(&before, "HookTriggered").len(),
+        1,
+        "only the retried read's hooks may run: {:?}",
+        order(&before)
+    );
+    let (dropped, _) = result_of(&before, "tc-r").context("no ToolResult for the dropped read")?;
+    let retry = position(&before, |m| is_event(m, "StepRetry")).context("no StepRetry")?;
+    let triggered = position(&before, |m| is_event(m, "HookTriggered")).context("no HookTriggered")?;
+    assert!(dropped < retry && retry < triggered, "{:?}", order(&before));
+    let payload = &request["params"]["payload"];
+    wire.respond(
+        request["id"].as_str().context("request id")?,
+        json!({"request_id": payload["id"], "action": "allow"}),
+    )
+    .await?;
+    let (response, after) = wire.read_response(&prompt).await?;
+    assert_eq!(response["result"]["status"], json!("finished"));
+    assert!(!order(&after).contains(&"request:HookRequest".to_owned()));
+    // The command hook ran once: for the retried read, not for the dropped one.
+    assert_eq!(std::fs::read_to_string(home.work().join("hook.log"))?, "ran\n");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_early_reads_result_is_dropped_with_its_failed_attempt() -> Result<()> {
+    let model = PausingModel::start(|n, _| match n {
+        0 => Reply::Cut(vec![
+            call("tc-r", "ReadFile", json!({"path": "a.txt"})),
+            call("tc-1", "Shell", json!({"command": "touch marker"})),
+        ]),
+        1 => Reply::call("tc-r2", "ReadFile", json!({"path": "a.txt"})),
+        _ => Reply::Text("done".into()),
+    })
+    .await?;
+    let home = TestHome::new()?.with_config(&model.config(json!({})))?;
+    std::fs::write(home.work().join("a.txt"), "alpha")?;
+    let mut wire = spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    let prompt = wire.start_prompt(json!("read, then touch")).await?;
+    // The plain read runs while the answer is still coming.
+    wire.peek_until(|m| is_event(m, "ToolResult") && m["params"]["payload"]["tool_call_id"] == "tc-r")
+        .await?;
+    break_off_once_settled(&mut wire, &model).await?;
+    let (response, messages) = wire.read_response(&prompt).await?;
+    assert_eq!(response["result"]["status"], json!("finished"));
+    let (read, value) = result_of(&messages, "tc-r").context("no ToolResult for the early read")?;
+    assert_eq!(value["is_error"], json!(false), "{value}");
+    let retry = position(&messages, |m| is_event(m, "StepRetry")).context("no StepRetry")?;
+    assert!(read < retry, "{:?}", order(&messages));
+    assert!(!order(&messages).iter().any(|k| k.starts_with("request:")));
+    assert!(!home.work().join("marker").exists());
+    // The retried step's request is the first one again, and the next holds only the retry's results.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1], requests[0]);
+    assert_eq!(tool_result(&requests[2], "tc-r"), None);
+    assert!(
+        tool_result(&requests[2], "tc-r2").is_some_and(|t| t.contains("alpha")),
+        "{:?}",
+        requests[2]
+    );
+    let calls: Vec<&Value> = requests[2]
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten()
+        .map(|c| &c["id"])
+        .collect();
+    assert_eq!(calls, [&json!("tc-r2")]);
     Ok(())
 }
 
@@ -499,6 +685,93 @@ async fn subagents_get_no_plan_mode_reminders() -> Result<()> {
     assert_eq!((sub.len(), root.len()), (1, 2));
     assert_eq!(reminders(sub[0], ""), 0);
     assert_eq!(reminders(root[0], "Plan mode is on."), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn skip_afk_prompt_injection_keeps_every_afk_reminder_out() -> Result<()> {
+    let model = MockModel::start(|n, _| match n {
+        0 => Reply::call("tc-1", "Glob", json!({"pattern": "*.txt"})),
+        _ => Reply::Text("ok".into()),
+    })
+    .await;
+    let home = home_for(&model, json!({"skip_afk_prompt_injection": true}))?.arg("--afk");
+    let mut wire = spawn(&home).await?;
+    wire.initialize(json!({"protocol_version": "1.10"})).await?;
+    wire.prompt(json!("one")).await?;
+    let (response, _) = wire.prompt(json!("/afk")).await?;
+    assert_eq!(response["result"]["status"], json!("finished"));
+    wire.prompt(json!("two")).await?;
+    let requests = model.requests().await;
+    assert_eq!(requests.len(), 3);
+    for (n, request) in requests.iter().enumerate() {
+        assert_eq!(reminders(request, "Nobody is at the keyboard"), 0, "request {n}");
+        assert_eq!(reminders(request, "Afk mode is off"), 0, "request {n}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_write_after_enter_plan_mode_in_the_same_step_is_refused() -> Result<()> {
+    let model = MockModel::start(|n, _| match n {
+        0 => Reply::Calls(vec![
+            call("tc-enter", "EnterPlanMode", json!({})),
+            call("tc-write", "WriteFile", json!({"path": "x.txt", "content": "hi"})),
+        ]),
+        _ => Reply::Text("planning".into()),
+    })
+    .await;
+    let home = home_for(&model, json!({}))?.arg("--yolo");
+    let mut wire = spawn(&home).await?;
+    wire.initialize(plan_client()).await?;
+    let (response, _) = wire.prompt(json!("go")).await?;
+    assert_eq!(response["result"]["status"], json!("finished"));
+    let requests = model.requests().await;
+    let written = tool_result(&requests[1], "tc-write").context("no write result")?;
+    assert!(
+        written.contains("Plan mode is active. You may only edit the current plan file"),
+        "{written}"
+    );
+    assert!(!home.work().join("x.txt").exists());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_write_after_an_approved_exit_plan_mode_in_the_same_step_goes_ahead() -> Result<()> {
+    let model = MockModel::start(|n, messages| match n {
+        0 => {
+            let text = last_text(messages);
+            let path = text
+                .split("Plan file: ")
+                .nth(1)
+                .and_then(|rest| rest.split(" (").next())
+                .unwrap_or("no-plan-file-in-reminder")
+                .to_owned();
+            Reply::call(
+                "tc-plan",
+                "WriteFile",
+                json!({"path": path, "content": "# Plan\n"}),
+            )
+        }
+        1 => Reply::Calls(vec![
+            call("tc-exit", "ExitPlanMode", json!({})),
+            call("tc-write", "WriteFile", json!({"path": "x.txt", "content": "hi"})),
+        ]),
+        _ => Reply::Text("done".into()),
+    })
+    .await;
+    let home = home_for(&model, json!({}))?.arg("--plan").arg("--yolo");
+    let mut wire = spawn(&home).await?;
+    wire.initialize(plan_client()).await?;
+    let prompt = wire.start_prompt(json!("plan, then do it")).await?;
+    let exit = wire.wait_request("QuestionRequest").await?;
+    answer(&mut wire, &exit, "Approve").await?;
+    let (response, _) = wire.read_response(&prompt).await?;
+    assert_eq!(response["result"]["status"], json!("finished"));
+    let requests = model.requests().await;
+    let written = tool_result(&requests[2], "tc-write").context("no write result")?;
+    assert!(written.contains("File successfully overwritten"), "{written}");
+    assert_eq!(std::fs::read_to_string(home.work().join("x.txt"))?, "hi");
     Ok(())
 }
 

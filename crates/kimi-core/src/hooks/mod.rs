@@ -303,6 +303,19 @@ impl HookEngine {
             || self.wire_ref().subscriptions.iter().any(|s| s.event == event)
     }
 
+    /// Whether a hook (command or client) of `event` matches `matcher_value`, i.e. whether
+    /// [`HookEngine::trigger`] would run or ask anything.
+    pub fn has_hooks_matching(&self, event: HookEvent, matcher_value: &str) -> bool {
+        self.commands
+            .iter()
+            .any(|h| h.event == event && h.matcher.is_match(matcher_value))
+            || self
+                .wire_ref()
+                .subscriptions
+                .iter()
+                .any(|s| s.event == event && s.matcher.is_match(matcher_value))
+    }
+
     /// Runs every hook of `event` whose matcher matches `matcher_value`, all at once, and returns
     /// their joint decision. `input` holds the event's own fields (see [`input`]); the common ones are
     /// added here. Identical commands run once per trigger. When anything matched and the wire is

@@ -197,6 +197,34 @@ mod tests {
         assert_eq!(short, format!("mcp__s__{}", "y".repeat(56)));
     }
 
+    /// The plan of `tool`'s call with `{}` (the server is gone: planning does not reach it).
+    async fn planned(tool: rmcp::model::Tool) -> Plan {
+        let tool = Arc::new(McpTool::new("srv", &tool, Weak::new(), McpToolNames::Plain));
+        let ctx = CallContext::new("tc-1", None, tokio_util::sync::CancellationToken::new());
+        tool.plan(serde_json::json!({}), ctx).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn only_a_tool_marked_read_only_runs_beside_reads_and_every_one_is_approved() {
+        let tool = || rmcp::model::Tool::new("look", "d", Arc::new(serde_json::Map::new()));
+        let hinted = |hint: bool| tool().annotate(rmcp::model::ToolAnnotations::new().read_only(hint));
+        for (case, tool, access) in [
+            ("readOnlyHint true", hinted(true), Access::Read),
+            ("readOnlyHint false", hinted(false), Access::Change),
+            (
+                "annotations without the hint",
+                tool().annotate(rmcp::model::ToolAnnotations::new()),
+                Access::Change,
+            ),
+            ("no annotations", tool(), Access::Change),
+        ] {
+            let plan = planned(tool).await;
+            assert_eq!(plan.access, access, "{case}");
+            let ask = plan.effect.approval().expect(case);
+            assert_eq!(ask.action, "mcp:look", "{case}");
+        }
+    }
+
     #[test]
     fn prefixed_names_carry_the_server() {
         assert_eq!(model_name(McpToolNames::Plain, "fs", "read"), "read");

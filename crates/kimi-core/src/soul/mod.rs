@@ -292,11 +292,6 @@ impl Soul {
         self.plan.slug()
     }
 
-    /// The plan file writes are restricted to, when plan mode is on.
-    pub fn active_plan_file(&self) -> Option<std::path::PathBuf> {
-        self.plan.active_file()
-    }
-
     /// The approval runtime.
     pub fn approvals(&self) -> &Arc<ApprovalRuntime> {
         &self.approvals

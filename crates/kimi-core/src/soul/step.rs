@@ -71,7 +71,7 @@ impl Soul {
             source.clone(),
             cancel.clone(),
         )
-        .with_plan_file(self.active_plan_file());
+        .with_plan_mode(Arc::clone(&self.plan));
         let request = ChatRequest {
             system_prompt: &system_prompt,
             tools: &tools,

@@ -31,6 +31,7 @@ pub use crate::approval::{ApprovalAsk, Effect};
 use crate::approval::{ApprovalRuntime, ApprovalSource, Verdict};
 use crate::config::HookEvent;
 use crate::hooks::{HookDecision, HookEngine, input as hook_input};
+use crate::plan::PlanMode;
 use crate::sync::{lock, read, write};
 pub use budget::OutputBudget;
 use dedup::Verdict as DedupVerdict;
@@ -175,8 +176,9 @@ pub struct Dispatch {
     pub cancel: CancellationToken,
     /// Hook engine (PreToolUse may block a call; PostToolUse / PostToolUseFailure observe it).
     pub hooks: Arc<HookEngine>,
-    /// In plan mode, the only file a call may write (approved without asking).
-    pub plan_file: Option<std::path::PathBuf>,
+    /// Plan mode, read when each call is judged: in plan mode the plan file is the only file a call
+    /// may write (approved without asking). `None`: no plan mode (a bare dispatcher).
+    pub plan: Option<Arc<PlanMode>>,
 }
 
 impl Dispatch {
@@ -194,15 +196,21 @@ impl Dispatch {
             source,
             cancel,
             hooks,
-            plan_file: None,
+            plan: None,
         }
     }
 
-    /// Restricts writes to `plan_file` (plan mode), or lifts the restriction (`None`).
+    /// Restricts writes to the plan file whenever `plan` is on (read at each call's turn, so an
+    /// EnterPlanMode or ExitPlanMode earlier in the step counts).
     #[must_use]
-    pub fn with_plan_file(mut self, plan_file: Option<std::path::PathBuf>) -> Self {
-        self.plan_file = plan_file;
+    pub fn with_plan_mode(mut self, plan: Arc<PlanMode>) -> Self {
+        self.plan = Some(plan);
         self
+    }
+
+    /// Is plan mode on now?
+    fn plan_mode_on(&self) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.is_on())
     }
 
     /// The calls of one attempt at the step: a fresh schedule, nothing in flight.
@@ -217,11 +225,11 @@ impl Dispatch {
     /// Plan mode: a write anywhere but the plan file is refused; a write to the plan file needs no
     /// approval (its directory is created). `None` means "ask as usual".
     async fn plan_mode_verdict(&self, ask: &ApprovalAsk) -> Option<Result<(), ToolReturnValue>> {
-        let plan = self.plan_file.as_ref()?;
         if ask.writes.is_empty() {
             return None;
         }
-        if ask.writes.iter().any(|w| w != plan) {
+        let plan = self.plan.as_ref()?.active_file()?;
+        if ask.writes.iter().any(|w| *w != plan) {
             let message = format!(
                 "Plan mode is active. You may only edit the current plan file: `{}`.",
                 plan.display()
@@ -356,8 +364,8 @@ impl StepCalls {
 
 impl Dispatch {
     /// Plan → (the answer complete, unless a plain read) → PreToolUse → plan mode / approval → the
-    /// call's turn → run → PostToolUse or PostToolUseFailure, for a call whose tool and arguments are
-    /// known. Returns the result and whether the user rejected it without feedback.
+    /// call's turn → plan mode again → run → PostToolUse or PostToolUseFailure, for a call whose tool
+    /// and arguments are known. Returns the result and whether the user rejected it without feedback.
     async fn run_pipeline(
         &self,
         slot: &SlotGuard,
@@ -367,19 +375,22 @@ impl Dispatch {
         args: Value,
     ) -> (ToolReturnValue, bool) {
         let mut ctx = CallContext::new(&call.id, call.function.arguments.clone(), self.cancel.clone());
-        ctx.plan_mode = self.plan_file.is_some();
         let user_rejection = ctx.user_rejection.clone();
 
         // Planning only validates and reads, so it happens at once, in the model's order.
         slot.planning_turn().await;
+        ctx.plan_mode = self.plan_mode_on();
         let first = Arc::clone(&tool).plan(args.clone(), ctx.clone()).await;
         // A plan that failed after a call that may change things (a ReadFile of a file a Shell is
         // about to create) is only provisional: it is made again at its turn.
         let provisional = first.is_err() && slot.changes_before();
+        // A PreToolUse hook runs a command or asks the client: like an approval, not before the
+        // answer is complete, so a failed attempt leaves no hook run and no HookRequest open.
+        let hooked = self.hooks.has_hooks_matching(HookEvent::PreToolUse, name);
         let lane = match &first {
-            Ok(plan) => Lane::of(plan.access, plan.effect.approval().is_some()),
+            Ok(plan) => Lane::of(plan.access, plan.effect.approval().is_some() || hooked),
             Err(_) if provisional => Lane::Alone,
-            Err(_) => Lane::Shared { early: true },
+            Err(_) => Lane::Shared { early: !hooked },
         };
         slot.classify(lane);
         if lane != (Lane::Shared { early: true }) {
@@ -387,7 +398,7 @@ impl Dispatch {
         }
 
         // The hook inputs copy the arguments and the output: built only when some hook could use them.
-        if self.hooks.has_hooks_for(HookEvent::PreToolUse) {
+        if hooked {
             let pre = hook_input::pre_tool_use(name, args.clone(), &call.id);
             if let HookDecision::Block { reason, .. } =
                 self.hooks.trigger(HookEvent::PreToolUse, name, pre).await
@@ -400,23 +411,60 @@ impl Dispatch {
                 return (ToolReturnValue::error("", message, "Hook blocked"), false);
             }
         }
-        let plan = match first {
+        let mut plan = match first {
             Ok(plan) => plan,
             Err(_) if provisional => {
                 slot.start_turn().await;
-                match tool.plan(args.clone(), ctx).await {
+                ctx.plan_mode = self.plan_mode_on();
+                match Arc::clone(&tool).plan(args.clone(), ctx.clone()).await {
                     Ok(plan) => plan,
                     Err(value) => return self.after_run(name, args, &call.id, value, false),
                 }
             }
             Err(value) => return self.after_run(name, args, &call.id, value, false),
         };
+        // In plan mode a write is judged at its turn: an ExitPlanMode earlier in the step may end it.
+        if ctx.plan_mode && writes(&plan) {
+            slot.start_turn().await;
+            plan = match self.plan_as_mode_stands(&tool, &args, &mut ctx, plan).await {
+                Ok(plan) => plan,
+                Err(value) => return self.after_run(name, args, &call.id, value, false),
+            };
+        }
         if let Err((value, rejected)) = self.allow(call, name, &plan.effect).await {
             return self.after_run(name, args, &call.id, value, rejected);
         }
         slot.start_turn().await;
+        // Plan mode may have come on while the call waited (an EnterPlanMode earlier in the step).
+        plan = match self.plan_as_mode_stands(&tool, &args, &mut ctx, plan).await {
+            Ok(plan) => plan,
+            Err(value) => return self.after_run(name, args, &call.id, value, false),
+        };
         let value = plan.run.await;
         self.after_run(name, args, &call.id, value, user_rejection.is_recorded())
+    }
+
+    /// `plan`, or, when plan mode changed since it was made, the call planned again as plan mode now
+    /// stands; a write plan mode now forbids is refused.
+    async fn plan_as_mode_stands(
+        &self,
+        tool: &Arc<dyn Tool>,
+        args: &Value,
+        ctx: &mut CallContext,
+        plan: Plan,
+    ) -> Result<Plan, ToolReturnValue> {
+        let on = self.plan_mode_on();
+        if on == ctx.plan_mode {
+            return Ok(plan);
+        }
+        ctx.plan_mode = on;
+        let plan = Arc::clone(tool).plan(args.clone(), ctx.clone()).await?;
+        if let Some(ask) = plan.effect.approval()
+            && let Some(Err(refusal)) = self.plan_mode_verdict(ask).await
+        {
+            return Err(refusal);
+        }
+        Ok(plan)
     }
 
     /// Fires PostToolUse for a result, PostToolUseFailure for an error, in the background.
@@ -466,6 +514,11 @@ fn rejection(feedback: Option<String>, subagent: bool) -> (ToolReturnValue, bool
             false,
         ),
     }
+}
+
+/// Whether `plan` writes files, so plan mode has a say in it.
+fn writes(plan: &Plan) -> bool {
+    plan.effect.approval().is_some_and(|ask| !ask.writes.is_empty())
 }
 
 /// Missing or empty arguments mean "no arguments", as the reference treats them.

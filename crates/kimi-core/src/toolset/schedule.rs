@@ -5,8 +5,9 @@
 //! next one's. Then:
 //!
 //! * a read ([`Lane::Shared`]) starts once no earlier call that may change something is unfinished, so
-//!   consecutive reads run together and a read after a write sees the write; a plain read may start
-//!   while the model is still answering, anything else only once the answer is complete;
+//!   consecutive reads run together and a read after a write sees the write; a plain read (nothing to
+//!   approve, no PreToolUse hook) may start while the model is still answering, anything else only
+//!   once the answer is complete;
 //! * a call that may change something ([`Lane::Alone`]) starts once the answer is complete and every
 //!   earlier call has finished, and every later call waits for it. Two writes therefore run in the
 //!   model's order, whatever order their approvals come back in.
@@ -25,7 +26,7 @@ use super::tool::Access;
 pub enum Lane {
     /// Beside the other calls, after any earlier call that may change something.
     Shared {
-        /// May start before the model's answer is complete (a plain read, nothing to ask).
+        /// May start before the model's answer is complete (a plain read: no approval, no hook).
         early: bool,
     },
     /// Alone: after every earlier call, before every later one, once the answer is complete.
@@ -33,13 +34,12 @@ pub enum Lane {
 }
 
 impl Lane {
-    /// The lane of a call with `access`; a call that asks for approval never starts early (nothing is
-    /// put to the user before the answer is complete).
-    pub fn of(access: Access, asks_approval: bool) -> Self {
+    /// The lane of a call with `access`; a call that asks someone first (an approval, a PreToolUse
+    /// hook) never starts early: nothing is put to the user, a hook command or the client before the
+    /// answer is complete.
+    pub fn of(access: Access, asks: bool) -> Self {
         match access {
-            Access::Read => Self::Shared {
-                early: !asks_approval,
-            },
+            Access::Read => Self::Shared { early: !asks },
             Access::Interact => Self::Shared { early: false },
             Access::Change => Self::Alone,
         }

@@ -160,12 +160,15 @@ const MAX_LINES_LISTED: usize = 10;
 /// Why an edit cannot be applied as asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum EditError {
+    /// `old` is empty: it "matches" between every two characters, so it names no place.
+    EmptyOld { edit: usize },
     /// `old` equals `new`: the edit would change nothing.
     Unchanged { edit: usize },
     /// `old` occurs more than once and `replace_all` is off: which one is meant is unknown.
     Ambiguous {
         edit: usize,
         count: usize,
+        /// The lines the matches start on, each once (several matches may share a line).
         lines: Vec<usize>,
     },
 }
@@ -181,6 +184,14 @@ impl EditError {
             }
         };
         match self {
+            Self::EmptyOld { edit } => tool_error(
+                format!(
+                    "{}`old` is empty, so it names no place in the file. Put the exact text to replace in \
+                     `old`; to write a whole file, use WriteFile.",
+                    which(edit)
+                ),
+                "Empty old text",
+            ),
             Self::Unchanged { edit } => tool_error(
                 format!(
                     "{}`old` and `new` are the same text, so nothing would change. Put the text the file \
@@ -230,17 +241,23 @@ fn match_lines(text: &str, needle: &str) -> Vec<usize> {
 fn apply(content: &str, edits: &[Edit]) -> Result<String, EditError> {
     let mut text = content.to_owned();
     for (index, edit) in edits.iter().enumerate() {
+        if edit.old.is_empty() {
+            return Err(EditError::EmptyOld { edit: index });
+        }
         if edit.old == edit.new {
             return Err(EditError::Unchanged { edit: index });
         }
         text = if edit.replace_all {
             text.replace(&edit.old, &edit.new)
         } else {
-            let lines = match_lines(&text, &edit.old);
+            let mut lines = match_lines(&text, &edit.old);
             if lines.len() > 1 {
+                let count = lines.len();
+                // Ascending already: several matches on one line are one line to look at.
+                lines.dedup();
                 return Err(EditError::Ambiguous {
                     edit: index,
-                    count: lines.len(),
+                    count,
                     lines,
                 });
             }
@@ -491,7 +508,7 @@ mod tests {
             value,
             ToolReturnValue::error(
                 "",
-                "`old` was found 3 times (starting on lines 1, 1, 3), and without `replace_all` it must match \
+                "`old` was found 3 times (starting on lines 1, 3), and without `replace_all` it must match \
                  exactly once. Include more of the surrounding text in `old` so it matches only the place you \
                  mean, or set `replace_all` to true to replace every occurrence. Nothing was changed.",
                 "Ambiguous match",
@@ -604,7 +621,10 @@ mod tests {
         let dir = TestDir::new();
         dir.write("f.txt", "content");
         dir.mkdir("d");
+        dir.write("empty.txt", "");
         let no_match = "No replacements were made. The old string was not found in the file.";
+        let empty_old = "`old` is empty, so it names no place in the file. Put the exact text to replace in \
+                         `old`; to write a whole file, use WriteFile.";
         for (args, message, brief) in [
             (
                 json!({"path": "", "edit": {"old": "a", "new": "b"}}),
@@ -637,6 +657,23 @@ mod tests {
                 "`old` and `new` are the same text, so nothing would change. Put the text the file should contain in `new`.",
                 "Nothing to change",
             ),
+            // An empty old text names no place, in a full file or an empty one, with or without
+            // replace_all (it would match between every two characters).
+            (
+                json!({"path": "f.txt", "edit": {"old": "", "new": "b"}}),
+                empty_old,
+                "Empty old text",
+            ),
+            (
+                json!({"path": "empty.txt", "edit": {"old": "", "new": "b"}}),
+                empty_old,
+                "Empty old text",
+            ),
+            (
+                json!({"path": "f.txt", "edit": {"old": "", "new": "b", "replace_all": true}}),
+                empty_old,
+                "Empty old text",
+            ),
             (
                 json!({"path": "f.txt", "edit": []}),
                 no_match,
@@ -648,6 +685,7 @@ mod tests {
             assert_eq!(value, ToolReturnValue::error("", message, brief));
         }
         assert_eq!(dir.read("f.txt"), "content");
+        assert_eq!(dir.read("empty.txt"), "");
     }
 
     #[tokio::test]
