@@ -134,7 +134,7 @@ def run(binary: Path, tool: str, scenario: str, n: int, work: bool, out: Path) -
 # ------------------------------------------------------------------------------------------- callgrind
 
 def callgrind_functions(out: Path) -> tuple[int, dict[str, int]]:
-    text = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", str(out)],
+    text = subprocess.run(["callgrind_annotate", "--inclusive=no", "--auto=no", "--threshold=100", str(out)],
                           capture_output=True, text=True, check=True).stdout
     total = 0
     functions: dict[str, int] = {}
