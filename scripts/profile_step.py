@@ -2,7 +2,7 @@
 """Instructions and system calls per agent step, independent of the machine's load: the proof for a change
 on the hot path (docs/benchmarks.md, "Profiles").
 
-    scripts/profile_step.py [--binary PATH] [--scenario steps|parallel|events|startup] [--n N]
+    scripts/profile_step.py [--binary PATH] [--scenario steps|parallel|events|startup|replay] [--n N]
                             [--tool callgrind|strace|perf] [--top K]
 
 Runs the binary (default target/profiling/kimi-agent: `cargo build --profile profiling -p kimi-agent`)
@@ -17,6 +17,8 @@ and close stdin. What the work costs is the difference of the two runs, divided 
 - perf: `perf record` of the work run only (sampled, so load-dependent), top symbols by self time.
 
 `--scenario startup` runs one process that only answers `initialize` and exits, and reports totals.
+`--scenario replay` replays a session whose wire.jsonl holds N MB (scripts/bench_replay.py's generator);
+its baseline answers `initialize` only, and the unit is one MB replayed.
 """
 
 import argparse
@@ -31,6 +33,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 
+import bench_replay  # noqa: E402
 import bench_startup  # noqa: E402
 
 ROOT = SCRIPTS.parent
@@ -76,7 +79,8 @@ def exchange(proc: subprocess.Popen, rid: str, method: str, params: dict) -> dic
     proc.stdin.flush()
     marker = f'"id":"{rid}"'.encode()
     for raw in proc.stdout:
-        if marker in raw.replace(b" ", b""):
+        # A cheap search first: a replay streams millions of lines that are not the answer.
+        if rid.encode() in raw and marker in raw.replace(b" ", b""):
             message = json.loads(raw)
             if "error" in message:
                 raise RuntimeError(f"{method} failed: {message['error']}")
@@ -84,7 +88,27 @@ def exchange(proc: subprocess.Popen, rid: str, method: str, params: dict) -> dic
     raise RuntimeError(f"the server closed stdout before answering {method}")
 
 
+def run_replay(binary: Path, tool: str, size_mb: int, work: bool, out: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        env, args, _, _ = bench_replay.write_session(Path(tmp), size_mb)
+        proc = subprocess.Popen(wrapper(tool, out) + [str(binary), *args], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        try:
+            exchange(proc, "init", "initialize", {"protocol_version": "1.10"})
+            if work:
+                exchange(proc, "replay", "replay", {})
+            proc.stdin.close()
+            proc.wait(timeout=TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def run(binary: Path, tool: str, scenario: str, n: int, work: bool, out: Path) -> None:
+    if scenario == "replay":
+        run_replay(binary, tool, n, work, out)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         env, args = bench_startup.make_home(Path(tmp), scripts_for(scenario, n, work),
                                             {"loop_control": {"max_steps_per_turn": max(n + 10, 100)}},
@@ -110,7 +134,7 @@ def run(binary: Path, tool: str, scenario: str, n: int, work: bool, out: Path) -
 # ------------------------------------------------------------------------------------------- callgrind
 
 def callgrind_functions(out: Path) -> tuple[int, dict[str, int]]:
-    text = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", str(out)],
+    text = subprocess.run(["callgrind_annotate", "--inclusive=no", "--auto=no", "--threshold=100", str(out)],
                           capture_output=True, text=True, check=True).stdout
     total = 0
     functions: dict[str, int] = {}
@@ -213,7 +237,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", default=str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
                                                 / "profiling" / "kimi-agent"))
-    parser.add_argument("--scenario", default="steps", choices=["steps", "parallel", "events", "startup"])
+    parser.add_argument("--scenario", default="steps", choices=["steps", "parallel", "events", "startup", "replay"])
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--tool", default="callgrind", choices=["callgrind", "strace", "perf"])
     parser.add_argument("--top", type=int, default=25)

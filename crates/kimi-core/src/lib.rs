@@ -100,7 +100,7 @@ pub use mcp::{
 };
 pub use notifications::NotificationQueue;
 pub use plan::{PlanMode, plans_dir};
-pub use recorder::WireRecorder;
+pub use recorder::{ReplayItem, WireFileReader, WireRecorder};
 pub use sandbox::{CommandSandbox, Sandbox, SandboxMode, spawner};
 pub use session::canonical_work_dir;
 pub use session_cassette::from_session as cassette_from_session;

@@ -274,20 +274,33 @@ mod tests {
 
     #[tokio::test]
     async fn terminate_escalates_to_sigkill() {
+        use tokio::io::AsyncBufReadExt;
+
         let mut child = tokio::process::Command::new("bash")
-            .args(["-c", "trap '' TERM; sleep 30 & wait"])
+            .args(["-c", "trap '' TERM; echo trapped; sleep 30 & wait"])
             .process_group(0)
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let pgid = i32::try_from(child.id().unwrap()).unwrap();
-        // Let bash install its trap before we signal.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Signal only once bash ignores TERM, which it says on stdout.
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        tokio::time::timeout(Duration::from_secs(5), stdout.read_line(&mut line))
+            .await
+            .expect("bash installed its trap")
+            .unwrap();
+        assert_eq!(line, "trapped\n");
         assert!(is_alive(pgid));
-        let started = std::time::Instant::now();
-        terminate(pgid, Duration::from_millis(300), || {
-            let _ = child.try_wait();
-        })
-        .await;
+        // A deadline on the awaited escalation, far under the sleeper's 30 s: SIGKILL followed the grace.
+        tokio::time::timeout(
+            Duration::from_secs(3),
+            terminate(pgid, Duration::from_millis(300), || {
+                let _ = child.try_wait();
+            }),
+        )
+        .await
+        .expect("terminate escalated to SIGKILL after the grace");
         let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
         for _ in 0..100 {
             if !is_alive(pgid) {
@@ -296,7 +309,6 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(!is_alive(pgid));
-        assert!(started.elapsed() < Duration::from_secs(3));
         assert!(!is_alive(0));
     }
 

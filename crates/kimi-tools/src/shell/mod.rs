@@ -541,12 +541,17 @@ mod tests {
     async fn timeout_kills_the_command_and_its_stubborn_grandchild() {
         let dir = tempfile::tempdir().unwrap();
         let tool = shell_in(dir.path());
-        let started = std::time::Instant::now();
-        let value = call(
-            &tool,
-            json!({"command": "echo begin; bash -c 'trap \"\" TERM; sleep 100' & wait", "timeout": 1}),
+        // One second of timeout, then at most the grace period before SIGKILL: a deadline on the awaited
+        // result, far under the grandchild's 100 s.
+        let value = tokio::time::timeout(
+            Duration::from_secs(1) + KILL_GRACE + Duration::from_secs(2),
+            call(
+                &tool,
+                json!({"command": "echo begin; bash -c 'trap \"\" TERM; sleep 100' & wait", "timeout": 1}),
+            ),
         )
-        .await;
+        .await
+        .expect("the timeout killed the stubborn grandchild");
         assert_eq!(
             value,
             ToolReturnValue::error(
@@ -555,8 +560,6 @@ mod tests {
                 "Killed by timeout (1s)"
             )
         );
-        // One second of timeout, then at most the grace period before SIGKILL.
-        assert!(started.elapsed() < Duration::from_secs(1) + KILL_GRACE + Duration::from_secs(2));
     }
 
     #[tokio::test]

@@ -222,3 +222,186 @@ impl IdleSignal {
         outboxes.push(Arc::downgrade(outbox));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::Poll;
+
+    use futures::FutureExt;
+    // Not tokio's runtime: its cooperative budget would make a poll after a thousand sends Pending.
+    use futures::executor::block_on;
+
+    use super::*;
+
+    /// Fills the outbox to capacity without a writer draining it.
+    async fn fill(outbox: &Outbox) {
+        for i in 0..OUTBOX_CAPACITY {
+            outbox.send(format!("line {i}")).await.unwrap();
+        }
+    }
+
+    /// Stands in for a writer that waits on the condvar: the state a `take` leaves behind when it sleeps.
+    fn writer_waits(outbox: &Outbox) {
+        outbox.lock().writer_asleep = true;
+    }
+
+    fn writer_asleep(outbox: &Outbox) -> bool {
+        outbox.lock().writer_asleep
+    }
+
+    #[test]
+    fn a_full_outbox_holds_the_sender_until_the_writer_frees_a_place() {
+        block_on(async {
+            let outbox = Outbox::new();
+            fill(&outbox).await;
+            let mut next = pin!(outbox.send("one too many".into()));
+            assert!(
+                futures::poll!(next.as_mut()).is_pending(),
+                "a send past the capacity must wait"
+            );
+
+            let mut taken = Vec::new();
+            outbox.take(&mut taken);
+            assert_eq!(taken.len(), OUTBOX_CAPACITY);
+            // Taking the lines is not writing them: the places come back only with `release`.
+            assert!(futures::poll!(next.as_mut()).is_pending());
+            outbox.release(1);
+            assert_eq!(futures::poll!(next.as_mut()), Poll::Ready(Ok(())));
+
+            let mut rest = Vec::new();
+            outbox.take(&mut rest);
+            assert_eq!(rest, ["one too many"]);
+        });
+    }
+
+    #[test]
+    fn close_turns_a_waiting_sender_away_and_still_hands_out_what_is_queued() {
+        block_on(async {
+            let outbox = Outbox::new();
+            fill(&outbox).await;
+            let mut waiting = pin!(outbox.send("never queued".into()));
+            assert!(futures::poll!(waiting.as_mut()).is_pending());
+
+            outbox.close();
+            assert_eq!(
+                futures::poll!(waiting.as_mut()),
+                Poll::Ready(Err(ConnectionClosed))
+            );
+            assert!(outbox.is_closed());
+            // Places freed after the close do not reopen it.
+            outbox.release(1);
+            assert_eq!(
+                outbox.send("late".into()).now_or_never(),
+                Some(Err(ConnectionClosed))
+            );
+
+            let mut taken = Vec::new();
+            let batch = outbox.take(&mut taken);
+            assert!(batch.closed, "the writer learns this batch is the last");
+            assert_eq!(taken.len(), OUTBOX_CAPACITY);
+            assert_eq!(taken.first().map(String::as_str), Some("line 0"));
+            assert_eq!(taken.last().map(String::as_str), Some("line 1023"));
+        });
+    }
+
+    #[test]
+    fn without_an_idle_signal_every_send_wakes_a_sleeping_writer() {
+        block_on(async {
+            let outbox = Outbox::new();
+            writer_waits(&outbox);
+            outbox.send("event".into()).await.unwrap();
+            assert!(!writer_asleep(&outbox));
+        });
+    }
+
+    #[test]
+    fn with_an_idle_signal_the_writer_sleeps_until_the_runtime_goes_idle() {
+        block_on(async {
+            let outbox = Outbox::new();
+            let idle = IdleSignal::default();
+            idle.attach(&outbox);
+            writer_waits(&outbox);
+
+            for event in ["step begin", "tool call", "tool result", "step end"] {
+                outbox.send(event.into()).await.unwrap();
+            }
+            outbox.journal_pending();
+            assert!(
+                writer_asleep(&outbox),
+                "sends and journal records wait for the idle runtime"
+            );
+
+            idle.idle();
+            assert!(!writer_asleep(&outbox), "one wake-up for the whole step");
+        });
+    }
+
+    #[test]
+    fn an_idle_runtime_with_nothing_queued_leaves_the_writer_asleep() {
+        block_on(async {
+            let outbox = Outbox::new();
+            let idle = IdleSignal::default();
+            idle.attach(&outbox);
+            writer_waits(&outbox);
+            idle.idle();
+            assert!(writer_asleep(&outbox));
+        });
+    }
+
+    #[test]
+    fn a_large_batch_wakes_the_writer_without_waiting_for_idle() {
+        block_on(async {
+            let outbox = Outbox::new();
+            IdleSignal::default().attach(&outbox);
+            writer_waits(&outbox);
+            for i in 1..WAKE_BATCH {
+                outbox.send(format!("part {i}")).await.unwrap();
+            }
+            assert!(
+                writer_asleep(&outbox),
+                "{} lines are below the batch",
+                WAKE_BATCH - 1
+            );
+            outbox.send("the batch's last part".into()).await.unwrap();
+            assert!(
+                !writer_asleep(&outbox),
+                "the {WAKE_BATCH}th line wakes the writer"
+            );
+        });
+    }
+
+    #[test]
+    fn a_writer_blocked_in_take_is_woken_by_the_idle_signal() {
+        let outbox = Outbox::new();
+        let idle = IdleSignal::default();
+        idle.attach(&outbox);
+        let writer = {
+            let outbox = Arc::clone(&outbox);
+            std::thread::spawn(move || {
+                let mut taken = Vec::new();
+                outbox.take(&mut taken);
+                taken
+            })
+        };
+        // The writer sets the flag under the lock just before it waits on the condvar.
+        while !writer_asleep(&outbox) {
+            std::thread::yield_now();
+        }
+        block_on(outbox.send("event".into())).unwrap();
+        assert!(writer_asleep(&outbox), "the send did not notify the writer");
+        idle.idle();
+        assert_eq!(writer.join().unwrap(), ["event"]);
+    }
+
+    #[test]
+    fn a_dropped_outbox_or_journal_link_is_a_no_op() {
+        let outbox = Outbox::new();
+        let link = JournalLink::new(&outbox);
+        let idle = IdleSignal::default();
+        idle.attach(&outbox);
+        drop(outbox);
+        link.pending();
+        idle.idle();
+    }
+}

@@ -126,3 +126,150 @@ fn run(outbox: &Outbox, mut output: Output, lost: &CancellationToken) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Mutex, Weak};
+
+    use super::super::outbox::Journal;
+    use super::*;
+
+    /// What reached the files and the client, in the order it got there.
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    /// A session file: records are held until the writer commits them.
+    struct FakeJournal {
+        held: Mutex<Vec<String>>,
+        log: Log,
+    }
+
+    impl FakeJournal {
+        fn record(&self, outbox: &Outbox, record: &str) {
+            crate::sync::lock(&self.held).push(record.to_owned());
+            outbox.journal_pending();
+        }
+    }
+
+    impl Journal for FakeJournal {
+        fn commit(&self) {
+            let held = std::mem::take(&mut *crate::sync::lock(&self.held));
+            crate::sync::lock(&self.log).extend(held.into_iter().map(|r| format!("file {r}")));
+        }
+    }
+
+    /// The client's end of stdout: one log entry per line, or a closed pipe.
+    struct FakeStdout {
+        log: Log,
+        broken: bool,
+    }
+
+    impl Write for FakeStdout {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if self.broken {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            let text = std::str::from_utf8(bytes).unwrap();
+            let mut log = crate::sync::lock(&self.log);
+            log.extend(text.split_terminator('\n').map(|line| format!("client {line}")));
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn setup(broken: bool) -> (Arc<Outbox>, Arc<FakeJournal>, Output, Log) {
+        let log = Log::default();
+        let outbox = Outbox::new();
+        let journal = Arc::new(FakeJournal {
+            held: Mutex::default(),
+            log: Arc::clone(&log),
+        });
+        let as_journal: Arc<dyn Journal> = journal.clone();
+        outbox.attach(Arc::downgrade(&as_journal) as Weak<dyn Journal>);
+        let output = Output::Blocking(Box::new(FakeStdout {
+            log: Arc::clone(&log),
+            broken,
+        }));
+        (outbox, journal, output, log)
+    }
+
+    #[tokio::test]
+    async fn every_line_reaches_the_client_after_the_records_handed_over_before_it() {
+        let (outbox, journal, output, log) = setup(false);
+        let finished = spawn(Arc::clone(&outbox), output, CancellationToken::new());
+        for step in 0..200 {
+            journal.record(&outbox, &format!("record {step}"));
+            outbox.send(format!("event {step}")).await.unwrap();
+        }
+        outbox.close();
+        finished.await.unwrap();
+
+        let log = crate::sync::lock(&log).clone();
+        assert_eq!(
+            log.len(),
+            400,
+            "every record and every line arrives once: {log:?}"
+        );
+        for step in 0..200 {
+            let at = |entry: String| log.iter().position(|e| *e == entry).unwrap();
+            assert!(
+                at(format!("file record {step}")) < at(format!("client event {step}")),
+                "event {step} reached the client before its record: {log:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_journal_record_with_no_line_is_still_committed() {
+        let (outbox, journal, output, log) = setup(false);
+        journal.record(&outbox, "turn end");
+        outbox.close();
+        run(&outbox, output, &CancellationToken::new());
+        assert_eq!(*crate::sync::lock(&log), ["file turn end"]);
+    }
+
+    #[tokio::test]
+    async fn a_closed_stdout_fires_lost_and_the_writer_keeps_draining() {
+        let (outbox, journal, output, log) = setup(true);
+        let lost = CancellationToken::new();
+        let finished = spawn(Arc::clone(&outbox), output, lost.clone());
+        outbox.send("first".into()).await.unwrap();
+        // A hang guard on the awaited event, not a measured duration.
+        tokio::time::timeout(std::time::Duration::from_secs(30), lost.cancelled())
+            .await
+            .expect("the broken pipe is reported");
+        // Twice the capacity: senders would block forever if dropped lines kept their places.
+        for i in 0..2 * OUTBOX_CAPACITY {
+            journal.record(&outbox, &format!("record {i}"));
+            outbox.send(format!("line {i}")).await.unwrap();
+        }
+        outbox.close();
+        finished.await.unwrap();
+        let log = crate::sync::lock(&log).clone();
+        assert!(
+            log.iter().all(|e| e.starts_with("file ")),
+            "nothing reached the client: {log:?}"
+        );
+        assert_eq!(log.len(), 2 * OUTBOX_CAPACITY, "the files are still written");
+    }
+
+    #[test]
+    fn a_batch_larger_than_a_write_chunk_goes_out_whole_and_in_order() {
+        let (outbox, _journal, output, log) = setup(false);
+        let line = "x".repeat(1000);
+        let count = OUTBOX_CAPACITY;
+        futures::executor::block_on(async {
+            for i in 0..count {
+                outbox.send(format!("{i} {line}")).await.unwrap();
+            }
+        });
+        assert!(count * line.len() > WRITE_CHUNK);
+        outbox.close();
+        run(&outbox, output, &CancellationToken::new());
+        let log = crate::sync::lock(&log).clone();
+        let expected: Vec<String> = (0..count).map(|i| format!("client {i} {line}")).collect();
+        assert_eq!(log, expected);
+    }
+}
