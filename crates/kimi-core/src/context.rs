@@ -26,7 +26,17 @@ pub struct Context {
     /// Tokens estimated for messages appended since the provider last reported usage.
     pending_estimate: u64,
     next_checkpoint: u64,
+    /// Which history this is: the messages only grow until [`Context::clear`], which starts a new one.
+    /// Unique in the process, so readers that remember how far they read can tell a history apart from
+    /// another context's or from what this one held before it was cleared.
+    generation: u64,
     file: Option<SessionFile>,
+}
+
+/// A generation no context has had yet.
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -50,6 +60,7 @@ impl Context {
             token_count: 0,
             pending_estimate: 0,
             next_checkpoint: 0,
+            generation: next_generation(),
             file: None,
         }
     }
@@ -155,6 +166,11 @@ impl Context {
         &self.messages
     }
 
+    /// Which history [`Context::messages`] is: the same generation only ever gains messages at its end.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The messages as they are now, to read without holding the context: a shared snapshot, not a
     /// copy. Drop it before the context changes again, or that change copies the messages once.
     pub fn history(&self) -> Arc<Vec<Message>> {
@@ -185,6 +201,7 @@ impl Context {
             file.rotate(&target)?;
         }
         self.messages = Arc::new(Vec::new());
+        self.generation = next_generation();
         self.token_count = 0;
         self.pending_estimate = 0;
         self.next_checkpoint = 0;

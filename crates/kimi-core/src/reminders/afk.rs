@@ -4,29 +4,33 @@
 //! or summarised away by a compaction): nobody is at the keyboard. When afk is off and the latest one
 //! said it was on: somebody is back.
 
-use super::{Injection, ModeFacts, latest, opens_with};
+use super::{Cursor, Injection, ModeFacts, opens_with};
 
 /// How the afk reminder begins.
 const ON: &str = "Nobody is at the keyboard";
 /// How the reminder that afk is over begins.
 const OFF: &str = "Afk mode is off";
 
-/// The afk provider; stateless, what the model was told is in the history.
+/// The afk provider: what the model was told is in the history; it only remembers how far it read.
 #[derive(Debug, Default)]
-pub(super) struct AfkReminder;
+pub(super) struct AfkReminder {
+    cursor: Cursor<bool>,
+}
 
 impl AfkReminder {
-    pub(super) fn due(&self, facts: &ModeFacts<'_>) -> Option<Injection> {
-        let told_on = latest(facts.history, |text| {
-            if opens_with(text, ON) {
-                Some(true)
-            } else if opens_with(text, OFF) {
-                Some(false)
-            } else {
-                None
-            }
-        })
-        .is_some_and(|(on, _)| on);
+    pub(super) fn due(&mut self, facts: &ModeFacts<'_>) -> Option<Injection> {
+        let told_on = self
+            .cursor
+            .latest(facts.history, facts.generation, |text| {
+                if opens_with(text, ON) {
+                    Some(true)
+                } else if opens_with(text, OFF) {
+                    Some(false)
+                } else {
+                    None
+                }
+            })
+            .is_some_and(|(on, _)| on);
         match (facts.afk, told_on) {
             (true, false) => Some(Injection {
                 kind: "afk_mode",
@@ -76,22 +80,28 @@ mod tests {
     /// Plays `steps`: `a` turns afk on, `h` off (somebody is here), `.` a model call, `c` a compaction.
     /// Returns per model call `A` (afk reminder), `H` (afk is over) or `_`.
     fn play(steps: &str) -> String {
+        let mut provider = AfkReminder::default();
         let mut history: Vec<Message> = Vec::new();
+        let mut generation = 0;
         let mut afk = false;
         let mut out = String::new();
         for step in steps.chars() {
             match step {
                 'a' => afk = true,
                 'h' => afk = false,
-                'c' => history.clear(),
+                'c' => {
+                    history.clear();
+                    generation += 1;
+                }
                 '.' => {
                     let facts = ModeFacts {
                         history: &history,
+                        generation,
                         plan: PlanFacts::default(),
                         afk,
                         sandbox: None,
                     };
-                    let due = AfkReminder.due(&facts);
+                    let due = provider.due(&facts);
                     out.push(match due.as_ref().map(|i| i.kind) {
                         Some("afk_mode") => 'A',
                         Some(_) => 'H',

@@ -33,6 +33,9 @@ use crate::tool_names::ToolNames;
 pub struct ModeFacts<'a> {
     /// The conversation so far (as stored, not merged).
     pub history: &'a [Message],
+    /// Which history that is ([`crate::Context::generation`]): within one generation it only grows, so
+    /// the providers read only what was added since they last looked.
+    pub generation: u64,
     /// Plan mode.
     pub plan: PlanFacts<'a>,
     /// Is nobody at the keyboard (afk)?
@@ -84,7 +87,7 @@ impl Reminders {
     /// A subagent's reminders: the sandbox's only.
     pub fn for_subagent() -> Self {
         Self {
-            sandbox: Some(SandboxReminder),
+            sandbox: Some(SandboxReminder::default()),
             names: ToolNames::REFERENCE,
             ..Self::default()
         }
@@ -95,8 +98,8 @@ impl Reminders {
     pub fn for_root(afk: bool) -> Self {
         Self {
             plan: Some(PlanModeReminder::default()),
-            afk: afk.then_some(AfkReminder),
-            sandbox: Some(SandboxReminder),
+            afk: afk.then(AfkReminder::default),
+            sandbox: Some(SandboxReminder::default()),
             names: ToolNames::REFERENCE,
         }
     }
@@ -126,7 +129,7 @@ impl Reminders {
         if let Some(plan) = &mut self.plan {
             due.extend(plan.due(facts));
         }
-        if let Some(afk) = &self.afk {
+        if let Some(afk) = &mut self.afk {
             due.extend(afk.due(facts));
         }
         for injection in &mut due {
@@ -135,8 +138,8 @@ impl Reminders {
             }
         }
         // Named already: it compares its text with the one the model read.
-        if let Some(sandbox) = &self.sandbox {
-            due.extend(sandbox.due(facts.history, facts.sandbox, self.names));
+        if let Some(sandbox) = &mut self.sandbox {
+            due.extend(sandbox.due(facts, self.names));
         }
         due
     }
@@ -180,6 +183,53 @@ fn latest<T>(history: &[Message], classify: impl Fn(&str) -> Option<T>) -> Optio
         }
     }
     None
+}
+
+/// Where a provider last looked for its latest reminder, so that a model call reads only the messages
+/// added since the one before: a history only grows within its generation. Without it every step walked
+/// the whole conversation back to the reminder (a turn's later steps cost more than its first).
+#[derive(Debug)]
+struct Cursor<T> {
+    /// The generation read, `None` before the first look.
+    generation: Option<u64>,
+    /// How many of its messages were read.
+    seen: usize,
+    /// What [`latest`] found in them.
+    found: Option<(T, usize)>,
+}
+
+impl<T> Default for Cursor<T> {
+    fn default() -> Self {
+        Self {
+            generation: None,
+            seen: 0,
+            found: None,
+        }
+    }
+}
+
+impl<T: Clone> Cursor<T> {
+    /// [`latest`] over `history`, reading only what was added since the last look when `history` is the
+    /// same generation (a shorter history is read whole all the same: it cannot be the one read before).
+    fn latest(
+        &mut self,
+        history: &[Message],
+        generation: u64,
+        classify: impl Fn(&str) -> Option<T>,
+    ) -> Option<(T, usize)> {
+        let same = self.generation == Some(generation) && history.len() >= self.seen;
+        let start = if same { self.seen } else { 0 };
+        let added = &history[start..];
+        let earlier = if same { self.found.take() } else { None };
+        let found = latest(added, classify).or_else(|| {
+            let assistants = added.iter().filter(|m| m.role == Role::Assistant).count();
+            earlier.map(|(told, since)| (told, since + assistants))
+        });
+        self.generation = Some(generation);
+        self.seen = history.len();
+        self.found.clone_from(&found);
+        found
+    }
 }
 
 /// Whether `text` holds a reminder whose first line starts with `opening`.
@@ -317,5 +367,60 @@ mod tests {
         assert_eq!(latest(&history, classify), Some((history[2].text().len(), 2)));
         assert_eq!(latest(&history[..0], classify), None);
         assert_eq!(latest(&history, |t: &str| opens_with(t, "B").then_some(())), None);
+    }
+
+    #[test]
+    fn the_cursor_reads_only_what_was_added_and_finds_what_a_whole_read_finds() {
+        let reminder =
+            |name: &str| Message::user_text(format!("<system-reminder>\nA {name}\n</system-reminder>"));
+        let answer = || Message::assistant(Vec::new(), Vec::new());
+        let history = vec![
+            Message::user_text("prompt"),
+            answer(),
+            reminder("one"),
+            answer(),
+            Message::tool("t", vec![ContentPart::text("out")]),
+            answer(),
+            Message::user_text("steer"),
+            reminder("two"),
+            answer(),
+            answer(),
+        ];
+        let classify = |text: &str| opens_with(text, "A ").then(|| text.to_owned());
+        // Grown one message at a time, as a turn grows its context: the same answer as a whole read.
+        let mut cursor = Cursor::default();
+        for end in 0..=history.len() {
+            let prefix = &history[..end];
+            assert_eq!(
+                cursor.latest(prefix, 7, classify),
+                latest(prefix, classify),
+                "after {end} messages"
+            );
+            assert_eq!(cursor.seen, end);
+        }
+        // Grown several at a time.
+        let mut cursor = Cursor::default();
+        for end in [1, 4, 6, 10] {
+            let prefix = &history[..end];
+            assert_eq!(
+                cursor.latest(prefix, 7, classify),
+                latest(prefix, classify),
+                "after {end} messages"
+            );
+        }
+        // Another history as long as the one read (a cleared context that grew again, another
+        // context): its generation says so, and it is read whole.
+        let other = vec![reminder("three"); history.len()];
+        assert_eq!(
+            cursor.latest(&other, 8, classify),
+            Some(("<system-reminder>\nA three\n</system-reminder>".to_owned(), 0))
+        );
+        let none = vec![answer(); history.len() + 2];
+        assert_eq!(cursor.latest(&none, 9, classify), None);
+        // A shorter history is read whole even under the same generation.
+        assert_eq!(
+            cursor.latest(&history[..3], 9, classify),
+            latest(&history[..3], classify)
+        );
     }
 }

@@ -8,7 +8,7 @@
 //!   summarised it away), the full text.
 //! * When it is off again and the model's latest plan-mode reminder said it was on: that it is off.
 
-use super::{Injection, ModeFacts, PlanFacts, latest, opens_with};
+use super::{Cursor, Injection, ModeFacts, PlanFacts, opens_with};
 
 /// Model answers between two periodic reminders (reference `_TURN_INTERVAL`).
 pub(super) const EVERY_STEPS: usize = 5;
@@ -40,16 +40,18 @@ fn told(text: &str) -> Option<Told> {
     }
 }
 
-/// The plan-mode provider; its only state is how many reminders this plan session has had.
+/// The plan-mode provider; its state is how many reminders this plan session has had, and how far it
+/// read the history.
 #[derive(Debug, Default)]
 pub(super) struct PlanModeReminder {
     count: u32,
+    cursor: Cursor<Told>,
 }
 
 impl PlanModeReminder {
     pub(super) fn due(&mut self, facts: &ModeFacts<'_>) -> Option<Injection> {
         let plan = &facts.plan;
-        let latest = latest(facts.history, told);
+        let latest = self.cursor.latest(facts.history, facts.generation, told);
         let told_on = matches!(latest, Some((Told::On, _)));
         if !plan.on {
             self.count = 0;
@@ -183,9 +185,16 @@ mod tests {
 
     const FILE: &str = "/home/u/.kimi/plans/amber-birch-cedar.md";
 
-    fn facts<'a>(history: &'a [Message], on: bool, entered: bool, exists: bool) -> ModeFacts<'a> {
+    fn facts<'a>(
+        history: &'a [Message],
+        generation: u64,
+        on: bool,
+        entered: bool,
+        exists: bool,
+    ) -> ModeFacts<'a> {
         ModeFacts {
             history,
+            generation,
             plan: PlanFacts {
                 on,
                 entered,
@@ -204,6 +213,7 @@ mod tests {
     fn play(steps: &str) -> String {
         let mut provider = PlanModeReminder::default();
         let mut history: Vec<Message> = Vec::new();
+        let mut generation = 0;
         let (mut on, mut entered, mut exists) = (false, false, false);
         let mut out = String::new();
         for step in steps.chars() {
@@ -214,9 +224,18 @@ mod tests {
                 }
                 '-' => on = false,
                 'x' => exists = true,
-                'c' => history.clear(),
+                'c' => {
+                    history.clear();
+                    generation += 1;
+                }
                 '.' => {
-                    let due = provider.due(&facts(&history, on, std::mem::take(&mut entered), exists));
+                    let due = provider.due(&facts(
+                        &history,
+                        generation,
+                        on,
+                        std::mem::take(&mut entered),
+                        exists,
+                    ));
                     out.push(match due.as_ref().map(|i| (i.kind, i.text.as_str())) {
                         None => '_',
                         Some(("plan_mode_off", _)) => 'O',
@@ -270,29 +289,29 @@ mod tests {
         let mut provider = PlanModeReminder::default();
         let told = message(&[Injection {
             kind: "plan_mode",
-            text: full_text(&facts(&[], true, false, false).plan),
+            text: full_text(&facts(&[], 0, true, false, false).plan),
         }]);
         let history: Vec<Message> = told.into_iter().collect();
         // `entered` is what PlanMode reports for a session restored in plan mode.
-        let due = provider.due(&facts(&history, true, true, true));
+        let due = provider.due(&facts(&history, 0, true, true, true));
         assert_eq!(due.map(|i| i.kind), Some("plan_mode_reentry"));
         let mut provider = PlanModeReminder::default();
-        assert_eq!(provider.due(&facts(&history, true, false, true)), None);
+        assert_eq!(provider.due(&facts(&history, 0, true, false, true)), None);
     }
 
     #[test]
     fn texts_name_the_plan_file_and_how_to_start_it() {
-        let absent = full_text(&facts(&[], true, false, false).plan);
+        let absent = full_text(&facts(&[], 0, true, false, false).plan);
         assert!(absent.starts_with("Plan mode is on. "), "{absent}");
         assert!(absent.contains(&format!(
             "Plan file: {FILE} (it does not exist yet: create it with WriteFile"
         )));
         assert!(absent.contains("ExitPlanMode"));
-        let present = full_text(&facts(&[], true, false, true).plan);
+        let present = full_text(&facts(&[], 0, true, false, true).plan);
         assert!(present.contains(&format!("Plan file: {FILE} (it exists: read it first")));
-        let short = short_text(&facts(&[], true, false, true).plan);
+        let short = short_text(&facts(&[], 0, true, false, true).plan);
         assert!(short.contains(FILE), "{short}");
-        let reentry = reentry_text(&facts(&[], true, true, true).plan);
+        let reentry = reentry_text(&facts(&[], 0, true, true, true).plan);
         assert!(reentry.contains(&format!("earlier planning session is in {FILE}.")));
         for text in [&absent, &present, &short, &reentry] {
             assert_eq!(

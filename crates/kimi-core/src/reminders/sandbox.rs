@@ -9,27 +9,27 @@
 
 use kimi_wire::params::SandboxInfo;
 
-use super::{Injection, latest};
+use super::{Cursor, Injection, ModeFacts};
 use crate::tool_names::ToolNames;
 
 /// How every sandbox reminder begins.
 const OPENING: &str = "Sandbox: ";
 
-/// The sandbox provider; stateless, what the model was told is in the history.
+/// The sandbox provider: what the model was told is in the history; it only remembers how far it read.
 #[derive(Debug, Default)]
-pub(super) struct SandboxReminder;
+pub(super) struct SandboxReminder {
+    cursor: Cursor<String>,
+}
 
 impl SandboxReminder {
-    /// The reminder due under `sandbox` (`None`: no session, hence nothing confined), with the tools
-    /// named as `names` says, since the history holds the texts as the model read them.
-    pub(super) fn due(
-        &self,
-        history: &[kimi_llm::Message],
-        sandbox: Option<&SandboxInfo>,
-        names: ToolNames,
-    ) -> Option<Injection> {
-        let told = latest(history, told_text).map(|(text, _)| text);
-        let (kind, text) = match sandbox.filter(|s| confines_anything(s)) {
+    /// The reminder due under `facts.sandbox` (`None`: no session, hence nothing confined), with the
+    /// tools named as `names` says, since the history holds the texts as the model read them.
+    pub(super) fn due(&mut self, facts: &ModeFacts<'_>, names: ToolNames) -> Option<Injection> {
+        let told = self
+            .cursor
+            .latest(facts.history, facts.generation, told_text)
+            .map(|(text, _)| text);
+        let (kind, text) = match facts.sandbox.filter(|s| confines_anything(s)) {
             Some(sandbox) => ("sandbox", names.apply(&on_text(sandbox)).into_owned()),
             None if told.as_deref().is_some_and(|t| t != off_text()) => ("sandbox_off", off_text()),
             None => return None,
@@ -96,7 +96,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::reminders::message;
+    use crate::reminders::{PlanFacts, message};
 
     fn sandbox(mode: &str, network: bool, roots: Option<&[&str]>) -> SandboxInfo {
         SandboxInfo {
@@ -106,6 +106,16 @@ mod tests {
             landlock_abi: Some(7),
             writable_roots: roots.map(|r| r.iter().map(|s| (*s).to_owned()).collect()),
             error: None,
+        }
+    }
+
+    fn facts<'a>(history: &'a [Message], generation: u64, sandbox: Option<&'a SandboxInfo>) -> ModeFacts<'a> {
+        ModeFacts {
+            history,
+            generation,
+            plan: PlanFacts::default(),
+            afk: false,
+            sandbox,
         }
     }
 
@@ -120,14 +130,17 @@ mod tests {
 
     /// Plays `steps`; returns the kind of reminder each call got, `_` for none.
     fn play(steps: &[Step], names: ToolNames) -> Vec<&'static str> {
+        let mut provider = SandboxReminder::default();
         let mut history: Vec<Message> = Vec::new();
+        let mut generation = 0;
         let mut out = Vec::new();
         for step in steps {
             let Step::Call(sandbox) = step else {
                 history.clear();
+                generation += 1;
                 continue;
             };
-            let due = SandboxReminder.due(&history, sandbox.as_ref(), names);
+            let due = provider.due(&facts(&history, generation, sandbox.as_ref()), names);
             out.push(due.as_ref().map_or("_", |i| i.kind));
             history.extend(due.and_then(|i| message(&[i])));
             history.push(Message::assistant(vec![ContentPart::text("ok")], Vec::new()));
@@ -182,7 +195,7 @@ mod tests {
         let ws = sandbox("workspace-write", false, Some(&["/w"]));
         let call = Step::Call(Some(ws.clone()));
         assert_eq!(play(&[call.clone(), call], NAMES), ["sandbox", "_"]);
-        let due = SandboxReminder.due(&[], Some(&ws), NAMES);
+        let due = SandboxReminder::default().due(&facts(&[], 0, Some(&ws)), NAMES);
         let text = due.map(|i| i.text).unwrap_or_default();
         assert!(
             text.contains("run with Bash") && text.contains("Write and"),

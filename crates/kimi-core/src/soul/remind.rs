@@ -26,6 +26,7 @@ impl Soul {
         let mut context = self.context.lock().await;
         let facts = ModeFacts {
             history: context.messages(),
+            generation: context.generation(),
             plan: PlanFacts {
                 on,
                 entered: plan && self.plan.take_entered(),
