@@ -241,22 +241,13 @@ async fn escape_attempts_are_refused_while_work_inside_goes_on() -> Result<()> {
 #[tokio::test]
 async fn a_background_task_is_confined_too() -> Result<()> {
     let model = MockModel::start(|n, messages| match n {
-        0 => Reply::call(
+        0 => crate::suite::background::background_shell(
             "tc-bg",
-            "Shell",
-            json!({
-                "command": "echo started > /dev/stdout; echo x > ../outside/background",
-                "run_in_background": true,
-                "description": "escape",
-            }),
+            "echo started > /dev/stdout; echo x > ../outside/background",
+            "escape",
         ),
         1 => {
-            let started = tool_result(messages, "tc-bg").unwrap_or_default();
-            let id = started
-                .lines()
-                .find_map(|l| l.strip_prefix("task_id: "))
-                .unwrap_or_default()
-                .to_owned();
+            let id = crate::suite::background::reported_task(messages, "tc-bg");
             Reply::call(
                 "tc-out",
                 "TaskOutput",
