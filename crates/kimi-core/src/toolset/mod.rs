@@ -451,20 +451,24 @@ impl Dispatch {
         tool: &Arc<dyn Tool>,
         args: &Value,
         ctx: &mut CallContext,
-        plan: Plan,
+        mut plan: Plan,
     ) -> Result<Plan, ToolReturnValue> {
-        let on = self.plan_mode_on();
-        if on == ctx.plan_mode {
-            return Ok(plan);
+        // Planning awaits, and plan mode may change meanwhile (the client's set_plan_mode): look again
+        // until the plan was made under the mode that holds now, so a plan made for plan mode (its write
+        // private and outside the sandbox's roots) never runs once plan mode is off, nor the reverse.
+        loop {
+            let on = self.plan_mode_on();
+            if on == ctx.plan_mode {
+                return Ok(plan);
+            }
+            ctx.plan_mode = on;
+            plan = Arc::clone(tool).plan(args.clone(), ctx.clone()).await?;
+            if let Some(ask) = plan.effect.approval()
+                && let Some(Err(refusal)) = self.plan_mode_verdict(ask).await
+            {
+                return Err(refusal);
+            }
         }
-        ctx.plan_mode = on;
-        let plan = Arc::clone(tool).plan(args.clone(), ctx.clone()).await?;
-        if let Some(ask) = plan.effect.approval()
-            && let Some(Err(refusal)) = self.plan_mode_verdict(ask).await
-        {
-            return Err(refusal);
-        }
-        Ok(plan)
     }
 
     /// Fires PostToolUse for a result, PostToolUseFailure for an error, in the background.
