@@ -104,6 +104,9 @@ enum Started {
     Failed(i32),
 }
 
+/// How long a new spawner may take to confine itself and say so (it normally takes milliseconds).
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Why a command was not started: the spawner is not there to start it.
 fn gone_error() -> io::Error {
     io::Error::new(
@@ -170,7 +173,20 @@ impl Spawner {
         {
             return Err(e);
         }
-        match ready_rx.await {
+        // A helper that neither answers nor ends (stopped, stuck in the kernel) must not hold up every
+        // confined command after it: past the limit it is killed, and the command fails as with a
+        // helper that ended.
+        let Ok(ready) = tokio::time::timeout(READY_TIMEOUT, ready_rx).await else {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the sandbox's spawner process did not get ready in time; it was killed",
+            ));
+        };
+        match ready {
             Ok(Ok(())) => Ok(spawner),
             Ok(Err(errno)) => Err(io::Error::new(
                 io::Error::from_raw_os_error(errno).kind(),

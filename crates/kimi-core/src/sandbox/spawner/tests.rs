@@ -246,6 +246,24 @@ async fn a_spawner_that_cannot_start_or_confine_itself_runs_nothing() {
     .await
     .unwrap_err();
     assert!(error.to_string().contains("ended before it was ready"), "{error}");
+    // Not a spawner either: it never answers and never ends. It is killed past the ready limit (10 s,
+    // within this test's bound), and nothing runs.
+    let silent = Spawners::with_launcher(
+        Launcher {
+            program: PathBuf::from("/bin/sleep"),
+            args: vec!["1000".into()],
+            env: Vec::new(),
+        },
+        None,
+    );
+    let (stdio, _) = piped();
+    let error = bounded(
+        "the refusal",
+        silent.spawn(abi(), roots, sh(&script, &dirs.work), stdio),
+    )
+    .await
+    .unwrap_err();
+    assert!(error.to_string().contains("did not get ready in time"), "{error}");
     // A spawner asked for rules the kernel has no ABI for.
     let spawners = Spawners::with_launcher(test_launcher(), None);
     let (stdio, _) = piped();
