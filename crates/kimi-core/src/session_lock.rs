@@ -164,6 +164,10 @@ fn create_lock_file(path: &Path) -> std::io::Result<File> {
         .truncate(false)
         .mode(crate::private_files::FILE_MODE)
         .open(path)
+        .inspect(|file| {
+            // One left readable by others by an older version is tightened too.
+            let _ = crate::private_files::tighten_open(file);
+        })
 }
 
 /// Whether `file` is the file at `path` now (same device and inode).
@@ -186,6 +190,8 @@ fn read_holder(path: &Path) -> SessionHolder {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     fn acquired(attempt: LockAttempt) -> SessionLock {
@@ -224,12 +230,17 @@ mod tests {
     fn a_lock_file_left_by_a_dead_process_blocks_nobody_and_gets_our_pid() {
         let dir = tempfile::tempdir().unwrap();
         // A long pid of a process that is gone: the file is there, but nobody has it locked.
+        // Left readable by others, as an older version made it.
         std::fs::write(dir.path().join(LOCK_FILE), "4000000000\n").unwrap();
+        let others = std::fs::Permissions::from_mode(0o644);
+        std::fs::set_permissions(dir.path().join(LOCK_FILE), others).unwrap();
         let lock = acquired(SessionLock::try_acquire(dir.path()).unwrap());
         assert_eq!(
             std::fs::read_to_string(lock.path()).unwrap(),
             format!("{}\n", std::process::id())
         );
+        let mode = std::fs::metadata(lock.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub struct Reminders {
 }
 
 impl Reminders {
-    /// No reminders (subagents, scratch souls).
+    /// No reminders (scratch souls).
     pub fn none() -> Self {
         Self::default()
     }
